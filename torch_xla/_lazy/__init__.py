@@ -1,0 +1,4 @@
+"""The lazy engine behind torch_xla: see ARCHITECTURE.md for how the parts fit."""
+from . import device
+
+device.install()

@@ -1,0 +1,139 @@
+"""Graph to XLA program: collect pending values, look the program up by structure, run it.
+
+`sync(values)` walks the graphs behind `values` once in post order and writes the walk
+down as a structural key: each node's key and the positions of its inputs, the shapes and
+dtypes of the device buffers it reads, which of them are donated. Programs are cached by
+that key; on a miss, a Python function that replays the lowerings is compiled with
+`jax.jit`. Dynamic scalars are program parameters. Buffers that no live tensor holds any
+more (an in-place update replaced them) are donated, so a step keeps one copy of the model.
+"""
+import os
+import time
+
+import jax
+
+from . import metrics
+from .ir import fill_template
+
+_cache = {}
+
+
+class Program:
+    """A compiled program and the plan it replays (no references to live values)."""
+    __slots__ = ("compiled", "plan", "roots", "n_donated")
+
+    def __init__(self, plan, roots, n_donated):
+        self.plan = plan
+        self.roots = roots
+        self.n_donated = n_donated
+        self.compiled = None
+
+    def run_traced(self, donated, kept, scalars):
+        from .dispatch import call_lowering
+        leaves = donated + kept
+        env = []
+        for node_op, template, refs, s0, s1, avals in self.plan:
+            inputs = [leaves[i] if p < 0 else env[p][i] for p, i in refs]
+            env.append(call_lowering(node_op, template, inputs, scalars[s0:s1], avals))
+        return [leaves[i] if p < 0 else env[p][i] for p, i in self.roots]
+
+
+def _collect(roots):
+    """Post-order walk: nodes in topological order, leaf values, and the scalar list."""
+    order, node_pos, leaves, leaf_pos = [], {}, [], {}
+    stack = [(v.node, False) for v in reversed(roots) if v.node is not None]
+    while stack:
+        node, expanded = stack.pop()
+        nid = id(node)
+        if nid in node_pos:
+            continue
+        if expanded:
+            node_pos[nid] = len(order)
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for v in reversed(node.inputs):
+            if v.node is None:
+                if id(v) not in leaf_pos:
+                    leaf_pos[id(v)] = None  # position fixed after donation split
+                    leaves.append(v)
+            elif id(v.node) not in node_pos:
+                stack.append((v.node, False))
+    return order, node_pos, leaves
+
+
+def sync(values, donatable=frozenset()):
+    """Materialises the pending `values` (all on one device) in one program.
+
+    `donatable` holds ids of buffers no live tensor refers to; leaves backed by them are
+    donated to the program.
+    """
+    roots, seen = [], set()
+    for v in values:
+        if v.node is not None and id(v) not in seen:
+            seen.add(id(v))
+            roots.append(v)
+    if not roots:
+        return
+    order, node_pos, leaves = _collect(roots)
+    # Donated leaves first: the program takes them as its first argument.
+    donated = [v for v in leaves if id(v.data) in donatable]
+    kept = [v for v in leaves if id(v.data) not in donatable]
+    leaf_pos = {id(v): i for i, v in enumerate(donated + kept)}
+
+    def ref(v):
+        return (-1, leaf_pos[id(v)]) if v.node is None else (node_pos[id(v.node)], v.index)
+
+    plan, scalars, key_nodes = [], [], []
+    for node in order:
+        refs = tuple(ref(v) for v in node.inputs)
+        s0 = len(scalars)
+        scalars.extend(node.scalars)
+        plan.append((node.op, node.template, refs, s0, len(scalars), node.avals))
+        key_nodes.append((node.key, refs))
+    root_refs = tuple(ref(v) for v in roots)
+    key = (tuple(key_nodes), root_refs, len(donated),
+           tuple((v.shape, v.dtype) for v in donated), tuple((v.shape, v.dtype) for v in kept),
+           tuple(type(s) for s in scalars))
+    program = _cache.get(key)
+    args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
+    if program is None:
+        program = Program(tuple(plan), root_refs, len(donated))
+        metrics.count("UncachedCompile")
+        start = time.perf_counter_ns()
+        jitted = jax.jit(program.run_traced, donate_argnums=(0,) if donated else ())
+        program.compiled = jitted.lower(*args).compile()
+        metrics.sample("CompileTime", time.perf_counter_ns() - start)
+        _debug_compile(order, roots)
+        _cache[key] = program
+    else:
+        metrics.count("CachedCompile")
+    start = time.perf_counter_ns()
+    outputs = program.compiled(*args)
+    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    for v, out in zip(roots, outputs):
+        v.set_data(out)
+    _save_graph(order)
+
+
+def _debug_compile(order, roots):
+    if os.environ.get("PT_XLA_DEBUG") == "1":
+        from .ir import format_node
+        print(f"[torch_xla] compiling a new graph: {len(order)} ops, {len(roots)} outputs; "
+              f"first ops: {', '.join(n.op.name for n in order[:5])}")
+
+
+def _save_graph(order):
+    path = os.environ.get("XLA_SAVE_TENSORS_FILE")
+    if path:
+        from .ir import format_node
+        with open(path, "a") as f:
+            f.write("[graph]\n" + "\n".join(f"  %{i} = {format_node(n)}" for i, n in enumerate(order)) + "\n")
+
+
+def clear_cache() -> None:
+    _cache.clear()
+
+
+def cache_size() -> int:
+    return len(_cache)

@@ -1,0 +1,85 @@
+"""Makes 'xla' a device PyTorch can create tensors on.
+
+Three hooks, installed once at import: the device guard (a 30-line C++ file compiled on
+first use and cached, since PyTorch has no Python way to register one for XLA), a fallback
+kernel for the XLA dispatch key (reached by factory ops such as `torch.zeros(...,
+device='xla')`, which have no tensor argument to dispatch on), and the reseeding of XLA
+devices by `torch.manual_seed`.
+"""
+import os
+
+import torch
+import torch.utils.cpp_extension
+
+from . import rng
+from .dispatch import dispatch
+from .tensor import to_functional
+
+_FLOATS = (torch.float32, torch.float64)
+
+
+def _load_device_guard() -> None:
+    name = "torch_xla_jax_device_guard_" + torch.__version__.replace(".", "_").replace("+", "_")
+    torch.utils.cpp_extension.load(
+        name=name, sources=[os.path.join(os.path.dirname(__file__), "device_guard.cpp")],
+        is_python_module=False, verbose=False)
+
+
+def bf16_mode():
+    """The dtype floating tensors take on the device under XLA_USE_BF16/XLA_DOWNCAST_BF16."""
+    if os.environ.get("XLA_USE_BF16") == "1":
+        return {torch.float32: torch.bfloat16, torch.float64: torch.bfloat16}
+    if os.environ.get("XLA_DOWNCAST_BF16") == "1":
+        return {torch.float32: torch.bfloat16, torch.float64: torch.float32}
+    return {}
+
+
+_DOWNCAST = bf16_mode()
+
+
+def device_dtype(dtype):
+    return _DOWNCAST.get(dtype, dtype)
+
+
+def _factory(op, *args, **kwargs):
+    """Factory ops on an XLA device: traced below, wrapped for functionalization unless the
+    call already comes from below it (a decomposition inside the engine)."""
+    if _DOWNCAST and op._schema.name != "aten::_to_copy":
+        dtype = kwargs.get("dtype") or torch.get_default_dtype()
+        if dtype in _DOWNCAST and any(a.name == "dtype" for a in op._schema.arguments):
+            kwargs["dtype"] = _DOWNCAST[dtype]
+    out = dispatch(op, args, kwargs)
+    if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize):
+        return out
+    if isinstance(out, torch.Tensor):
+        return to_functional(out)
+    if isinstance(out, (tuple, list)):
+        return type(out)(to_functional(o) if isinstance(o, torch.Tensor) else o for o in out)
+    return out
+
+
+def _hook_manual_seed() -> None:
+    import torch.random as random
+    original = random.manual_seed
+
+    def manual_seed(seed):
+        generator = original(seed)
+        rng.manual_seed(int(seed))
+        return generator
+    manual_seed.__doc__ = original.__doc__
+    manual_seed.__wrapped__ = original
+    random.manual_seed = manual_seed
+    torch.manual_seed = manual_seed
+
+
+_lib = None
+
+
+def install() -> None:
+    global _lib
+    if _lib is not None:
+        return
+    _load_device_guard()
+    _lib = torch.library.Library("_", "IMPL")
+    _lib.fallback(_factory, "XLA")
+    _hook_manual_seed()

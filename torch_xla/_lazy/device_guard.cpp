@@ -1,0 +1,31 @@
+// The device guard PyTorch asks for when a device has no index ('xla', torch.device('xla'))
+// or when it switches the current device. XLA devices have no streams; the current index is
+// per thread, as CUDA's is.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+namespace {
+thread_local c10::DeviceIndex current_index = 0;
+
+struct XLAGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return c10::DeviceType::XLA; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    if (d.has_index()) current_index = d.index();
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(c10::DeviceType::XLA, current_index); }
+  void setDevice(c10::Device d) const override { if (d.has_index()) current_index = d.index(); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.has_index()) current_index = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, s.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+};
+
+C10_REGISTER_GUARD_IMPL(XLA, XLAGuardImpl);
+}  // namespace

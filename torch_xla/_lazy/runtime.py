@@ -1,0 +1,91 @@
+"""Devices and buffers: the bridge between XLA device indices and jax's PJRT devices.
+
+Configuration is read once, before jax's backends start: `PJRT_DEVICE` picks the platform
+(CPU by default; CUDA/GPU and TPU where jaxlib has them) and `CPU_NUM_DEVICES` the number
+of XLA CPU devices. 64-bit types are enabled so that int64 and float64 tensors keep their
+dtype on the device.
+"""
+import functools
+import os
+
+import jax
+import numpy as np
+import torch
+
+jax.config.update("jax_enable_x64", True)
+
+_PLATFORMS = {"CPU": "cpu", "CUDA": "cuda", "GPU": "cuda", "TPU": "tpu"}
+
+
+def device_type() -> str:
+    """The PJRT device type in torch_xla's spelling ('CPU', 'CUDA', 'TPU')."""
+    kind = os.environ.get("PJRT_DEVICE", "CPU").upper()
+    if kind not in _PLATFORMS:
+        raise RuntimeError(f"Unsupported PJRT_DEVICE '{kind}'; expected one of {sorted(_PLATFORMS)}")
+    return "CUDA" if kind == "GPU" else kind
+
+
+@functools.lru_cache(maxsize=None)
+def jax_devices():
+    """The jax devices this process drives, in XLA device index order."""
+    platform = _PLATFORMS[device_type()]
+    if platform == "cpu":
+        n = int(os.environ.get("CPU_NUM_DEVICES", "1"))
+        try:
+            jax.config.update("jax_num_cpu_devices", n)
+        except RuntimeError:  # backends already started (e.g. by the user): keep what is there
+            pass
+    return tuple(jax.local_devices(backend=platform))
+
+
+def jax_device(index: int):
+    devices = jax_devices()
+    if index is None:
+        index = 0
+    if not 0 <= index < len(devices):
+        raise RuntimeError(f"Invalid XLA device index {index}: there are {len(devices)} device(s)")
+    return devices[index]
+
+
+# ---- dtypes -------------------------------------------------------------------------------
+
+_TORCH_TO_NP = {
+    torch.float32: np.dtype("float32"), torch.float64: np.dtype("float64"),
+    torch.float16: np.dtype("float16"), torch.bfloat16: np.dtype(jax.numpy.bfloat16),
+    torch.int8: np.dtype("int8"), torch.int16: np.dtype("int16"), torch.int32: np.dtype("int32"),
+    torch.int64: np.dtype("int64"), torch.uint8: np.dtype("uint8"), torch.uint16: np.dtype("uint16"),
+    torch.uint32: np.dtype("uint32"), torch.uint64: np.dtype("uint64"), torch.bool: np.dtype("bool"),
+    torch.complex64: np.dtype("complex64"), torch.complex128: np.dtype("complex128"),
+}
+_NP_TO_TORCH = {v: k for k, v in _TORCH_TO_NP.items()}
+# Types torch stores in 2 bytes but numpy cannot hold: moved as raw int16 bits.
+_BITCAST = {torch.bfloat16: torch.int16}
+
+
+def to_jax_dtype(dtype: torch.dtype):
+    try:
+        return _TORCH_TO_NP[dtype]
+    except KeyError:
+        raise TypeError(f"dtype {dtype} is not supported on XLA devices") from None
+
+
+def to_torch_dtype(dtype) -> torch.dtype:
+    return _NP_TO_TORCH[np.dtype(dtype)]
+
+
+def to_device_buffer(t: torch.Tensor, index: int):
+    """Copies a CPU tensor into a jax array on XLA device `index`."""
+    t = t.detach().resolve_conj().resolve_neg().contiguous()
+    if t.dtype in _BITCAST:
+        array = t.view(_BITCAST[t.dtype]).numpy().view(to_jax_dtype(t.dtype))
+    else:
+        array = t.numpy()
+    return jax.device_put(array, jax_device(index))
+
+
+def to_cpu_tensor(buffer, dtype: torch.dtype) -> torch.Tensor:
+    """Copies a jax array into a new CPU tensor of `dtype`."""
+    array = np.array(buffer)  # a writable copy: torch.from_numpy must own it
+    if dtype in _BITCAST:
+        return torch.from_numpy(array.view(np.int16)).view(dtype)
+    return torch.from_numpy(array)

@@ -1,0 +1,119 @@
+"""The XLA tensor: a wrapper subclass around a lazy `Value`, and what users hold above it.
+
+Users hold plain `torch.Tensor`s on `xla:N` made by PyTorch's functionalization
+(`torch._to_functional_tensor`), exactly as torch_xla does in C++: it turns views and
+in-place ops into functional ops before they reach `XLATensor.__torch_dispatch__`, so the
+engine below only ever sees values, never aliasing. An `XLATensor`'s own metadata is fixed:
+contiguous, with the shape and dtype of its value.
+"""
+import weakref
+
+import torch
+
+from . import compiler, metrics, runtime
+from .ir import Value
+
+_live = weakref.WeakSet()  # every XLATensor alive, for mark_step and donation
+
+
+class XLATensor(torch.Tensor):
+    @staticmethod
+    def __new__(cls, value: Value):
+        t = torch.Tensor._make_wrapper_subclass(
+            cls, value.shape, dtype=value.dtype, device=torch.device("xla", value.device))
+        t._value = value
+        _live.add(t)
+        return t
+
+    def __init__(self, value):
+        pass
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        from .dispatch import dispatch
+        return dispatch(func, args, kwargs or {})
+
+    def __repr__(self):
+        return f"XLATensor({list(self.shape)}, {self.dtype}, xla:{self._value.device})"
+
+
+def wrap(value: Value) -> XLATensor:
+    return XLATensor(value)
+
+
+def to_functional(inner: XLATensor) -> torch.Tensor:
+    return torch._to_functional_tensor(inner)
+
+
+def unwrap(t: torch.Tensor) -> XLATensor:
+    """The XLATensor behind a user-visible tensor on an XLA device."""
+    if isinstance(t, XLATensor):
+        return t
+    if torch._is_functional_tensor(t):
+        torch._sync(t)
+        inner = torch._from_functional_tensor(t)
+        if isinstance(inner, XLATensor):
+            return inner
+    raise TypeError(f"expected a tensor on an XLA device, got one on {t.device}")
+
+
+def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
+    dtype = dtype or t.dtype
+    with metrics.timed("TransferToDeviceTime"):
+        data = runtime.to_device_buffer(t.to(dtype) if t.dtype != dtype else t, device)
+    metrics.count("TransferToDevice")
+    return Value(tuple(t.shape), dtype, device, data=data)
+
+
+def materialize(values) -> None:
+    """Runs what is needed to give every value in `values` a buffer (one program per device)."""
+    by_device = {}
+    for v in values:
+        if v.node is not None:
+            by_device.setdefault(v.device, []).append(v)
+    for device, vs in by_device.items():
+        compiler.sync(vs)
+
+
+def to_cpu(value: Value) -> torch.Tensor:
+    materialize([value])
+    with metrics.timed("TransferFromDeviceTime"):
+        out = runtime.to_cpu_tensor(value.data, value.dtype)
+    metrics.count("TransferFromDevice")
+    return out
+
+
+def live_values(device=None):
+    return [t._value for t in list(_live) if device is None or t._value.device == device]
+
+
+def mark_step(device=None) -> None:
+    """Materialises every live pending tensor, one program per device, donating buffers that
+    no live tensor holds any more."""
+    metrics.count("MarkStep")
+    values = live_values(device)
+    held = {id(v.data) for v in values if v.data is not None}
+    by_device = {}
+    for v in values:
+        if v.node is not None:
+            by_device.setdefault(v.device, []).append(v)
+    for dev, vs in by_device.items():
+        donatable = _unheld_leaf_buffers(vs, held)
+        compiler.sync(vs, donatable)
+
+
+def _unheld_leaf_buffers(values, held):
+    """ids of the leaf buffers of the graphs behind `values` that no live tensor holds."""
+    out, seen, stack = set(), set(), [v.node for v in values if v.node is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for v in node.inputs:
+            if v.node is None:
+                if id(v.data) not in held:
+                    out.add(id(v.data))
+            else:
+                stack.append(v.node)
+    return out

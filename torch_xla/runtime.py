@@ -1,0 +1,31 @@
+"""torch_xla.runtime (imported as `xr`): the PJRT runtime's devices and process layout."""
+from torch_xla._lazy import runtime as _rt
+
+
+def device_type() -> str:
+    """'CPU', 'CUDA' or 'TPU', as PJRT_DEVICE selects."""
+    return _rt.device_type()
+
+
+def addressable_device_count() -> int:
+    return len(_rt.jax_devices())
+
+
+def global_runtime_device_count() -> int:
+    return addressable_device_count()
+
+
+def world_size() -> int:
+    return 1
+
+
+def global_ordinal() -> int:
+    return 0
+
+
+def local_ordinal() -> int:
+    return 0
+
+
+def using_pjrt() -> bool:
+    return True
