@@ -6,6 +6,7 @@ in-place ops into functional ops before they reach `XLATensor.__torch_dispatch__
 engine below only ever sees values, never aliasing. An `XLATensor`'s own metadata is fixed:
 contiguous, with the shape and dtype of its value.
 """
+import itertools
 import weakref
 
 import torch
@@ -13,7 +14,9 @@ import torch
 from . import compiler, metrics, runtime
 from .ir import Value
 
-_live = weakref.WeakSet()  # every XLATensor alive, for mark_step and donation
+# Every XLATensor alive, in creation order (a stable order keeps graph keys stable).
+_live = weakref.WeakValueDictionary()
+_ids = itertools.count()
 
 
 class XLATensor(torch.Tensor):
@@ -22,7 +25,7 @@ class XLATensor(torch.Tensor):
         t = torch.Tensor._make_wrapper_subclass(
             cls, value.shape, dtype=value.dtype, device=torch.device("xla", value.device))
         t._value = value
-        _live.add(t)
+        _live[next(_ids)] = t
         return t
 
     def __init__(self, value):
@@ -84,7 +87,7 @@ def to_cpu(value: Value) -> torch.Tensor:
 
 
 def live_values(device=None):
-    return [t._value for t in list(_live) if device is None or t._value.device == device]
+    return [t._value for t in list(_live.values()) if device is None or t._value.device == device]
 
 
 def mark_step(device=None) -> None:
