@@ -63,3 +63,16 @@ def check(fn, *args, rtol=1.3e-6, atol=1e-5, **kwargs):
 
 def compiles():
     return met.counter_value("UncachedCompile") or 0
+
+
+def fallbacks():
+    """Names of the ops that ran through the CPU fallback so far (counter `aten::NAME`)."""
+    return {n for n in met.counter_names() if n.startswith("aten::")}
+
+
+def check_lowered(fn, *args, rtol=1.3e-6, atol=1e-5, **kwargs):
+    """`check`, and no op of fn fell back to the CPU while it ran on the device."""
+    met.clear_counters()
+    out = check(fn, *args, rtol=rtol, atol=atol, **kwargs)
+    assert not fallbacks(), f"ran on the CPU: {sorted(fallbacks())}"
+    return out

@@ -1,0 +1,43 @@
+import torch
+
+import torch_xla.core.xla_model as xm
+
+
+def test_manual_seed_makes_draws_reproducible(dev):
+    torch.manual_seed(7)
+    a = torch.randn(4, 4, device=dev).cpu()
+    torch.manual_seed(7)
+    b = torch.randn(4, 4, device=dev).cpu()
+    torch.manual_seed(8)
+    c = torch.randn(4, 4, device=dev).cpu()
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+
+
+def test_successive_draws_differ(dev):
+    a = torch.rand(100, device=dev)
+    b = torch.rand(100, device=dev)
+    assert not torch.equal(a.cpu(), b.cpu())
+    assert 0 <= a.min().item() and a.max().item() < 1
+
+
+def test_dropout_masks_differ_step_to_step_without_recompiling(dev):
+    torch.manual_seed(0)
+    x = torch.ones(1000, device=dev)
+    masks = []
+    for _ in range(3):
+        y = torch.nn.functional.dropout(x, 0.5, training=True)
+        xm.mark_step()
+        masks.append(y.cpu())
+    assert not torch.equal(masks[0], masks[1])
+    kept = (masks[0] != 0).float().mean().item()
+    assert 0.4 < kept < 0.6
+    assert set(masks[0].unique().tolist()) <= {0.0, 2.0}
+
+
+def test_set_and_get_rng_state(dev):
+    xm.set_rng_state(123, dev)
+    assert xm.get_rng_state(dev) == 123
+    a = torch.randn(3, device=dev).cpu()
+    xm.set_rng_state(123, dev)
+    assert torch.equal(torch.randn(3, device=dev).cpu(), a)

@@ -1,0 +1,95 @@
+"""Random ops, drawn from the device's seeded stream (`key=` is given by the engine)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import runtime
+from . import aten, lower
+from ._types import float_of
+
+
+def _float(dtype):
+    return float_of(dtype)
+
+
+@lower(aten.normal_functional.default, rng=True)
+def normal_functional(x, mean=0.0, std=1.0, generator=None, *, key):
+    return mean + std * jax.random.normal(key, x.shape, _float(x.dtype))
+
+
+@lower(aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor, rng=True)
+def normal(mean, std=1.0, generator=None, *, key):
+    shape = jnp.broadcast_shapes(jnp.shape(mean), jnp.shape(std))
+    dtype = mean.dtype if hasattr(mean, "shape") else std.dtype
+    return mean + std * jax.random.normal(key, shape, _float(dtype))
+
+
+@lower(aten.randn.default, rng=True)
+def randn(size, generator=None, dtype=None, layout=None, device=None, pin_memory=None, *, key):
+    return jax.random.normal(key, tuple(size), runtime.to_jax_dtype(dtype) if dtype else np.float32)
+
+
+@lower(aten.rand.default, rng=True)
+def rand(size, generator=None, dtype=None, layout=None, device=None, pin_memory=None, *, key):
+    return jax.random.uniform(key, tuple(size), runtime.to_jax_dtype(dtype) if dtype else np.float32)
+
+
+@lower(aten.uniform.default, rng=True)
+def uniform(x, from_=0.0, to=1.0, generator=None, *, key, **kw):
+    lo, hi = kw.get("from", from_), to
+    return jax.random.uniform(key, x.shape, _float(x.dtype), minval=lo, maxval=hi)
+
+
+@lower(aten.bernoulli.default, aten.bernoulli.Tensor, rng=True)
+def bernoulli(x, p=None, generator=None, *, key):
+    p = x if p is None else p
+    return jax.random.uniform(key, x.shape, np.float32) < p
+
+
+@lower(aten.bernoulli.p, rng=True)
+def bernoulli_p(x, p, generator=None, *, key):
+    return jax.random.uniform(key, x.shape, np.float32) < p
+
+
+@lower(aten.native_dropout.default, rng=True)
+def native_dropout(x, p, train, *, key):
+    if not train or p == 0:
+        return x, jnp.ones(x.shape, bool)
+    keep = jax.random.uniform(key, x.shape, np.float32) >= p
+    scale = 1.0 / (1.0 - p) if p < 1 else 0.0
+    return jnp.where(keep, x * jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype)), keep
+
+
+@lower(aten.native_dropout_backward.default)
+def native_dropout_backward(grad, mask, scale):
+    return grad * mask.astype(grad.dtype) * jnp.asarray(scale, grad.dtype)
+
+
+@lower(aten.exponential.default, rng=True)
+def exponential(x, lambd=1.0, generator=None, *, key):
+    return jax.random.exponential(key, x.shape, _float(x.dtype)) / lambd
+
+
+@lower(getattr(aten.random, "from"), rng=True)
+def random_from(x, low, high=None, generator=None, *, key):
+    high = high if high is not None else (2 ** 63 - 1 if x.dtype == np.int64 else 2 ** 24)
+    return jax.random.randint(key, x.shape, low, high, np.int64).astype(x.dtype)
+
+
+@lower(aten.random.to, rng=True)
+def random_to(x, high, generator=None, *, key):
+    return jax.random.randint(key, x.shape, 0, high, np.int64).astype(x.dtype)
+
+
+@lower(aten.randint.default, aten.randint.low, rng=True)
+def randint(*args, generator=None, dtype=None, layout=None, device=None, pin_memory=None, key):
+    if len(args) == 2:
+        low, (high, size) = 0, args
+    else:
+        low, high, size = args
+    return jax.random.randint(key, tuple(size), low, high, np.int64)
+
+
+@lower(aten.randperm.default, rng=True)
+def randperm(n, generator=None, dtype=None, layout=None, device=None, pin_memory=None, *, key):
+    return jax.random.permutation(key, n).astype(runtime.to_jax_dtype(dtype) if dtype else np.int64)
