@@ -62,8 +62,18 @@ def _collect(roots):
     return order, node_pos, leaves
 
 
-def sync(values, donatable=frozenset()):
-    """Materialises the pending `values` (all on one device) in one program.
+class Walk:
+    """One program's worth of pending values, ready to compile or to inspect: the nodes in
+    topological order, the roots, the structural key, the unjitted program and its
+    arguments (donated buffers, kept buffers, scalars)."""
+    __slots__ = ("order", "roots", "key", "program", "args")
+
+    def __init__(self, order, roots, key, program, args):
+        self.order, self.roots, self.key, self.program, self.args = order, roots, key, program, args
+
+
+def walk(values, donatable=frozenset()):
+    """The `Walk` behind the pending `values` (all on one device), or None if none is pending.
 
     `donatable` holds ids of buffers no live tensor refers to; leaves backed by them are
     donated to the program.
@@ -74,7 +84,7 @@ def sync(values, donatable=frozenset()):
             seen.add(id(v))
             roots.append(v)
     if not roots:
-        return
+        return None
     order, node_pos, leaves = _collect(roots)
     # Donated leaves first: the program takes them as its first argument.
     donated = [v for v in leaves if id(v.data) in donatable]
@@ -95,13 +105,22 @@ def sync(values, donatable=frozenset()):
     key = (tuple(key_nodes), root_refs, len(donated),
            tuple((v.shape, v.dtype) for v in donated), tuple((v.shape, v.dtype) for v in kept),
            tuple(type(s) for s in scalars))
-    program = _cache.get(key)
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
+    return Walk(order, roots, key, Program(tuple(plan), root_refs, len(donated)), args)
+
+
+def sync(values, donatable=frozenset()):
+    """Materialises the pending `values` (all on one device) in one program (see `walk`)."""
+    w = walk(values, donatable)
+    if w is None:
+        return
+    order, roots, key, args = w.order, w.roots, w.key, w.args
+    program = _cache.get(key)
     if program is None:
-        program = Program(tuple(plan), root_refs, len(donated))
+        program = w.program
         metrics.count("UncachedCompile")
         start = time.perf_counter_ns()
-        jitted = jax.jit(program.run_traced, donate_argnums=(0,) if donated else ())
+        jitted = jax.jit(program.run_traced, donate_argnums=(0,) if program.n_donated else ())
         program.compiled = jitted.lower(*args).compile()
         metrics.sample("CompileTime", time.perf_counter_ns() - start)
         _debug_compile(order, roots)
