@@ -1,0 +1,110 @@
+"""Looking inside the graph without running it: the pending IR as text, the StableHLO or
+HLO text of the program that would run, and the graph as Graphviz dot.
+
+All three use the compiler's own walk (`compiler.walk`), so what they show is exactly what
+`mark_step` would compile for these tensors: the same nodes in the same order, and for
+the program text, jax's lowering of the same function the compiler jits.
+"""
+import jax
+import torch
+
+from . import compiler
+from .ir import fill_template
+from .tensor import XLATensor, live_values, unwrap
+
+
+def _values(tensors):
+    """The values behind `tensors`; None: every live pending value of the first device."""
+    if tensors is None:
+        return [v for v in live_values(0) if v.node is not None]
+    if isinstance(tensors, torch.Tensor):
+        tensors = [tensors]
+    values = [t._value if isinstance(t, XLATensor) else unwrap(t)._value for t in tensors]
+    devices = {v.device for v in values}
+    if len(devices) > 1:
+        raise RuntimeError(f"tensors on several XLA devices: {sorted(devices)}")
+    return values
+
+
+def _walk(tensors):
+    return compiler.walk(_values(tensors))
+
+
+def _leaf_names(w):
+    """Names of the program's buffer parameters, in program argument order."""
+    donated, kept, _ = w.args
+    return [f"p{i}" for i in range(len(donated) + len(kept))]
+
+
+def ir_text(tensors) -> str:
+    """The pending IR behind `tensors`, one node a line in topological order.
+
+    `%N` names node N's output (`%N.i` for output i of a multi-output node), `pK` buffer
+    parameter K of the program, `$K` dynamic scalar K (a program parameter); the last line
+    lists the roots.
+    """
+    w = _walk(tensors)
+    if w is None:
+        return "IR {\n  (no pending computation)\n}\n"
+    lines = ["IR {"]
+    for i, (node, (_, template, refs, s0, s1, avals)) in enumerate(zip(w.order, w.program.plan)):
+        args, kwargs = fill_template(template, [_Name(_ref_name(r, w)) for r in refs],
+                                     [_Name(f"${k}") for k in range(s0, s1)])
+        parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs]
+        outs = ", ".join(f"{list(s)}:{str(d).replace('torch.', '')}" for s, d in avals)
+        lines.append(f"  %{i} = {node.op.name}({', '.join(parts)}) -> ({outs})")
+    lines.append("  ROOT (" + ", ".join(_ref_name(r, w) for r in w.program.roots) + ")")
+    return "\n".join(lines) + "\n}\n"
+
+
+class _Name:
+    """Stands for a value in a formatted node: its repr is the value's name."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+def _ref_name(ref, w):
+    pos, index = ref
+    if pos < 0:
+        return f"p{index}"
+    return f"%{pos}" if len(w.order[pos].avals) == 1 else f"%{pos}.{index}"
+
+
+def lowered(tensors):
+    """jax's `Lowered` for the program `mark_step` would run for `tensors`, or None."""
+    w = _walk(tensors)
+    if w is None:
+        return None
+    return jax.jit(w.program.run_traced).lower(*w.args)
+
+
+def program_text(tensors, dialect: str = "stablehlo") -> str:
+    """The program's text: `dialect` 'stablehlo' (MLIR) or 'hlo' (XLA HLO). Empty if nothing
+    is pending."""
+    low = lowered(tensors)
+    return "" if low is None else low.as_text(dialect=dialect)
+
+
+def dot(tensors) -> str:
+    """The pending graph as a Graphviz digraph: buffer parameters, op nodes, data edges."""
+    w = _walk(tensors)
+    lines = ["digraph G {"]
+    if w is not None:
+        for name in _leaf_names(w):
+            lines.append(f'  {name} [label="{name}", shape=box];')
+        for i, (node, (_, _, refs, _, _, avals)) in enumerate(zip(w.order, w.program.plan)):
+            outs = ", ".join(f"{list(s)}:{str(d).replace('torch.', '')}" for s, d in avals)
+            lines.append(f'  n{i} [label="{node.op.name}\\n{outs}"];')
+            for k, (pos, index) in enumerate(refs):
+                src = f"p{index}" if pos < 0 else f"n{pos}"
+                lines.append(f'  {src} -> n{i} [label="{k}"];')
+        for r, (pos, index) in enumerate(w.program.roots):
+            lines.append(f'  root{r} [label="root {r}", shape=plaintext];')
+            lines.append(f'  {"p" if pos < 0 else "n"}{index if pos < 0 else pos} -> root{r};')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
