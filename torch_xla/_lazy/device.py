@@ -6,6 +6,7 @@ kernel for the XLA dispatch key (reached by factory ops such as `torch.zeros(...
 device='xla')`, which have no tensor argument to dispatch on), and the reseeding of XLA
 devices by `torch.manual_seed`.
 """
+import functools
 import os
 
 import torch
@@ -72,14 +73,32 @@ def _hook_manual_seed() -> None:
     torch.manual_seed = manual_seed
 
 
-_lib = None
+def _copy_from(src, dst, non_blocking=False):
+    """`dst.copy_(src)` reached below Python dispatch: `torch.tensor(data, device='xla')`
+    builds its tensor with the Python key excluded, then lifts it into functionalization."""
+    return dispatch(torch.ops.aten._copy_from.default, (src, dst, non_blocking), {})
+
+
+# Factories whose composite kernels write into a resized out= tensor: traced whole instead.
+_WHOLE_FACTORIES = ("arange", "arange.start", "arange.start_step", "linspace", "logspace",
+                    "eye", "eye.m")
+_libs = []
 
 
 def install() -> None:
-    global _lib
-    if _lib is not None:
+    if _libs:
         return
     _load_device_guard()
-    _lib = torch.library.Library("_", "IMPL")
-    _lib.fallback(_factory, "XLA")
+    fallback = torch.library.Library("_", "IMPL")
+    fallback.fallback(_factory, "XLA")
+    # PyTorch routes a fallback call whose arguments carry the Python key (an XLATensor met
+    # below Python dispatch) through a lookup of per-op registrations, so such ops get their
+    # own kernel.
+    per_op = torch.library.Library("aten", "IMPL")
+    per_op.impl("_copy_from", _copy_from, "XLA")
+    for name in _WHOLE_FACTORIES:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(torch.ops.aten, packet), overload or "default")
+        per_op.impl(name, functools.partial(_factory, op), "XLA")
+    _libs.extend([fallback, per_op])
     _hook_manual_seed()

@@ -5,7 +5,7 @@ from . import runtime
 from .dispatch import dispatch, trace
 from .ir import Value
 from .lowering import REGISTRY
-from .tensor import XLATensor, from_cpu, materialize, to_cpu, wrap
+from .tensor import XLATensor, dispatch_depth, from_cpu, materialize, to_cpu, to_functional, wrap
 
 aten = torch.ops.aten
 
@@ -48,7 +48,11 @@ def _copy(self, src, non_blocking=False):
 
 
 def _copy_from(self, dst, non_blocking=False):
-    """`dst.copy_(self)` where dst is not on an XLA device."""
+    """`dst.copy_(self)` across devices: an XLA tensor to another device, or host data into
+    an XLA tensor (what `torch.tensor(data, device='xla')` does below functionalization)."""
+    if isinstance(dst, XLATensor):
+        dst._value = _copy(dst, self)._value
+        return dst
     dst.copy_(to_cpu(self._value))
     return dst
 
@@ -61,10 +65,27 @@ def _alias(x, *args, **kwargs):
     return wrap(x._value)
 
 
+def _lift_fresh(x):
+    """Tensors built below functionalization (torch.tensor(data, device='xla')) are lifted
+    into it here; below it, lifting is an alias."""
+    if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize):
+        return wrap(x._value)
+    return torch._to_functional_tensor(wrap(x._value))
+
+
 def _equal(a, b):
     if tuple(a.shape) != tuple(b.shape):
         return False
     return bool(_local_scalar_dense(dispatch(aten.all.default, (dispatch(aten.eq.Tensor, (a, b), {}),), {})))
+
+
+def _lift_fresh(x):
+    """`torch.tensor(data, device='xla')` makes its tensor below functionalization; lifted
+    from user code, it becomes a functional tensor like every tensor users hold (inside the
+    engine, a decomposition's constant stays a plain XLATensor)."""
+    if dispatch_depth() == 1:
+        return to_functional(wrap(x._value))
+    return wrap(x._value)
 
 
 def _propagate_xla_data(*args):
@@ -77,6 +98,19 @@ def _resize(x, size, memory_format=None):
     raise NotImplementedError(f"resize_ of an XLA tensor from {list(x.shape)} to {list(size)}")
 
 
+def _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """native_batch_norm updates the running statistics in place in training, though its
+    schema does not say so (functionalization lets it through): the functional form runs,
+    then the new statistics are written back."""
+    args = (x, weight, bias, running_mean, running_var, training, momentum, eps)
+    if not training or running_mean is None or running_var is None:
+        return trace(aten.native_batch_norm.default, REGISTRY[aten.native_batch_norm.default], args, {})
+    out, mean, invstd, new_mean, new_var = dispatch(
+        aten._native_batch_norm_legit_functional.default, args, {})
+    running_mean._value, running_var._value = new_mean._value, new_var._value
+    return out, mean, invstd
+
+
 SPECIAL = {
     aten._to_copy.default: _to_copy,
     aten.copy.default: _copy,
@@ -86,10 +120,11 @@ SPECIAL = {
     aten.alias.default: _alias,
     aten.detach_copy.default: _alias,
     aten.alias_copy.default: _alias,
-    aten.lift_fresh.default: _alias,
+    aten.lift_fresh.default: _lift_fresh,
     aten.lift_fresh_copy.default: _alias,
     aten.clone.default: _alias,
     aten.equal.default: _equal,
     aten._propagate_xla_data.default: _propagate_xla_data,
     aten.resize_.default: _resize,
+    aten.native_batch_norm.default: _native_batch_norm,
 }

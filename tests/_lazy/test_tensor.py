@@ -1,0 +1,126 @@
+"""The XLA tensor as users see it: device, factories, printing, transfers, scalars, layout."""
+import io
+
+import pytest
+import torch
+
+import torch_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+
+
+def test_device_names():
+    assert str(xm.xla_device()) == "xla:0"
+    assert torch_xla.device() == torch.device("xla", 0)
+    assert xm.get_xla_supported_devices() == ["xla:0"]
+    assert torch_xla.devices() == [torch.device("xla", 0)]
+
+
+@pytest.mark.parametrize("device", ["xla", "xla:0", torch.device("xla"), torch.device("xla", 0)])
+def test_every_spelling_of_the_device(device):
+    t = torch.ones(2, 3, device=device)
+    assert t.device == torch.device("xla", 0)
+    u = torch.arange(4).to(device)
+    assert u.device.type == "xla" and u.cpu().tolist() == [0, 1, 2, 3]
+    m = torch.nn.Linear(3, 1).to(device)
+    assert m.weight.device.type == "xla"
+
+
+def test_factories_match_cpu(dev):
+    cases = [
+        lambda d: torch.zeros(2, 3, device=d),
+        lambda d: torch.ones(4, dtype=torch.int32, device=d),
+        lambda d: torch.full((2, 2), 7, device=d),
+        lambda d: torch.full((2,), 1.5, dtype=torch.float64, device=d),
+        lambda d: torch.arange(5, device=d),
+        lambda d: torch.arange(0.0, 1.0, 0.25, device=d),
+        lambda d: torch.linspace(-1, 1, 5, device=d),
+        lambda d: torch.eye(3, device=d),
+        lambda d: torch.eye(2, 4, dtype=torch.bool, device=d),
+        lambda d: torch.tensor([[1, 2], [3, 4]], device=d),
+        lambda d: torch.tensor(3.5, device=d),
+        lambda d: torch.zeros_like(torch.empty(2, 2, device=d)),
+        lambda d: torch.ones_like(torch.empty(3, dtype=torch.int64, device=d)),
+        lambda d: torch.empty(2, 2, device=d).new_full((3,), 2.0),
+    ]
+    for make in cases:
+        expected, actual = make("cpu"), make(dev)
+        assert actual.device == dev
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        assert torch.equal(actual.cpu(), expected)
+
+
+def test_random_factories_shape_dtype_and_range(dev):
+    assert torch.randn(3, 4, device=dev).shape == (3, 4)
+    r = torch.rand(1000, device=dev).cpu()
+    assert r.dtype == torch.float32 and 0 <= r.min() and r.max() < 1
+    i = torch.randint(3, 7, (500,), device=dev).cpu()
+    assert i.dtype == torch.int64 and set(i.tolist()) == {3, 4, 5, 6}
+    p = torch.randperm(10, device=dev).cpu()
+    assert sorted(p.tolist()) == list(range(10))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                                   torch.int8, torch.int16, torch.int32, torch.int64,
+                                   torch.uint8, torch.bool, torch.complex64])
+def test_round_trip_every_dtype(dev, dtype):
+    src = (torch.arange(-3, 3) * 1.5).to(dtype)
+    on_device = src.to(dev)
+    assert on_device.dtype == dtype
+    assert torch.equal(on_device.cpu(), src)
+
+
+def test_print_and_repr_show_the_device(dev):
+    t = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=dev)
+    text = repr(t)
+    assert "device='xla:0'" in text and "1., 2." in text
+    assert str(t) == text
+    assert "device='xla:0'" in repr(torch.tensor(7, device=dev))
+
+
+def test_scalars_from_the_device(dev):
+    t = torch.tensor([1.5, -2.0], device=dev)
+    assert t.sum().item() == -0.5
+    assert t.tolist() == [1.5, -2.0]
+    assert bool(t[0] > 0) is True
+    assert int(torch.tensor(3, device=dev)) == 3
+    if t[1] < 0:
+        pass
+    else:
+        pytest.fail("control flow on a device value went the wrong way")
+
+
+def test_dtype_conversions(dev):
+    t = torch.tensor([1.7, -2.2, 0.0], device=dev)
+    assert t.to(torch.int32).cpu().tolist() == [1, -2, 0]
+    assert t.to(torch.bool).cpu().tolist() == [True, True, False]
+    assert t.double().dtype == torch.float64
+    assert t.to("cpu").device.type == "cpu"
+    assert t.to(dev, torch.float16).dtype == torch.float16
+
+
+def test_layout_is_hidden_and_contiguous(dev):
+    x = torch.randn(3, 4, device=dev)
+    for v in (x, x.t(), x[:, 1:3], x.transpose(0, 1).contiguous(), x.expand(2, 3, 4)):
+        assert v.is_contiguous()
+    assert x.t().stride() == (3, 1)
+
+
+def test_save_and_load_through_the_cpu(dev, tmp_path):
+    t = torch.randn(3, 3, device=dev)
+    torch.save(t.cpu(), tmp_path / "t.pt")
+    loaded = torch.load(tmp_path / "t.pt").to(dev)
+    assert torch.equal(loaded.cpu(), t.cpu())
+    buf = io.BytesIO()
+    torch.save({"w": t.cpu()}, buf)
+    buf.seek(0)
+    assert torch.equal(torch.load(buf, map_location="cpu")["w"], t.cpu())
+
+
+def test_transfers_are_counted(dev):
+    met.clear_all()
+    t = torch.ones(4).to(dev)
+    t.cpu()
+    assert met.counter_value("TransferToDevice") >= 1
+    assert met.counter_value("TransferFromDevice") >= 1
+    assert met.metric_data("TransferToDeviceTime")[0] >= 1
