@@ -1,0 +1,124 @@
+"""torch_xla.debug.profiler (imported as `xp`): traces of what runs, through jax's profiler.
+
+A trace directory holds `plugins/profile/<run>/<host>.xplane.pb`, which TensorBoard's
+profile plugin (and xprof) open, and, with `create_perfetto_trace=True` (the default
+here), a `perfetto_trace.json.gz` that https://ui.perfetto.dev opens. `Trace` and
+`StepTrace` name regions of host code in the trace; compilations and executions of the
+XLA programs appear under them.
+"""
+import functools
+import threading
+import time
+
+import jax.profiler
+
+import torch_xla.runtime as xr
+
+_server = [None, None]  # the ProfilerServer of this process and its port
+
+
+def start_server(port: int, only_on_master: bool = True):
+    """Starts the profiler server of this process on `port` (tools such as TensorBoard's
+    "capture profile" connect to it). With `only_on_master`, processes other than the
+    local master start none and get None."""
+    if only_on_master and xr.local_ordinal() != 0:
+        return None
+    server = jax.profiler.start_server(port)
+    _server[:] = [server, int(port)]
+    return server
+
+
+def stop_server() -> None:
+    if _server[0] is not None:
+        jax.profiler.stop_server()
+        _server[:] = [None, None]
+
+
+def _options(host_tracer_level=2, python_tracer_level=0):
+    """Profile options; Python function tracing is off by default: it slows everything
+    traced many times over."""
+    options = jax.profiler.ProfileOptions()
+    options.host_tracer_level = host_tracer_level
+    options.python_tracer_level = python_tracer_level
+    options.enable_hlo_proto = True
+    return options
+
+
+def start_trace(log_dir: str, create_perfetto_trace: bool = True, profiler_options=None,
+                **levels) -> None:
+    """Starts tracing this process; `stop_trace` writes the trace under `log_dir`.
+
+    `levels`: `host_tracer_level`, `python_tracer_level` (or a
+    ready `jax.profiler.ProfileOptions` as `profiler_options`)."""
+    jax.profiler.start_trace(log_dir, create_perfetto_trace=create_perfetto_trace,
+                             profiler_options=profiler_options or _options(**levels))
+
+
+def stop_trace() -> None:
+    jax.profiler.stop_trace()
+
+
+def _local_port(service_addr: str):
+    host, _, port = service_addr.rpartition(":")
+    if host in ("localhost", "127.0.0.1", "[::1]", "") and port.isdigit():
+        return int(port)
+    return None
+
+
+def trace(service_addr: str, logdir: str, duration_ms: int = 1000, num_tracing_attempts: int = 3,
+          host_tracer_level: int = 2, device_tracer_level: int = 1, delay_ms: int = 0, **kwargs) -> None:
+    """Captures `duration_ms` of activity into `logdir` (blocking), from the profiler server
+    at `service_addr`.
+
+    The server must be this process's own (`start_server` on that port): jaxlib ships no
+    client for capturing from another process, which TensorBoard's profile plugin does.
+    `num_tracing_attempts` and `device_tracer_level` are accepted for torch_xla's
+    signature; jax's profiler always traces the devices it drives.
+    """
+    port = _local_port(service_addr)
+    if port is None or port != _server[1]:
+        raise NotImplementedError(
+            f"capturing from {service_addr!r}: only this process's own profiler server "
+            f"(start_server on localhost) can be traced here; use TensorBoard's profile "
+            f"plugin to capture another process")
+    time.sleep(delay_ms / 1000)
+    start_trace(logdir, host_tracer_level=host_tracer_level, python_tracer_level=kwargs.get("python_tracer_level", 0))
+    try:
+        time.sleep(duration_ms / 1000)
+    finally:
+        stop_trace()
+
+
+def trace_detached(*args, **kwargs) -> threading.Thread:
+    """`trace` in a background thread, so the caller's code runs while it records."""
+    thread = threading.Thread(target=trace, args=args, kwargs=kwargs, daemon=True)
+    thread.start()
+    return thread
+
+
+class Trace(jax.profiler.TraceAnnotation):
+    """Names the code run inside `with Trace(name, **metadata):` in the trace."""
+
+
+class StepTrace(jax.profiler.StepTraceAnnotation):
+    """A training step in the trace (`with StepTrace('train', step_num=i):`); like
+    torch_xla's, it ends the step (`mark_step`) on exit, so the step's program runs
+    inside it."""
+
+    def __exit__(self, *exc):
+        import torch_xla
+        try:
+            torch_xla.sync()
+        finally:
+            return super().__exit__(*exc)
+
+
+def trace_me(name: str):
+    """Decorator: each call of the function is a `Trace` region called `name`."""
+    def decorator(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with Trace(name):
+                return fn(*args, **kwargs)
+        return wrapper
+    return decorator
