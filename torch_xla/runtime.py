@@ -29,3 +29,11 @@ def local_ordinal() -> int:
 
 def using_pjrt() -> bool:
     return True
+
+
+def initialize_cache(path: str, readonly: bool = False) -> None:
+    """Keeps compiled programs in directory `path` across processes: a later run of the same
+    program loads it instead of compiling (counted as `PersistentCacheHit`). `readonly`:
+    load only, never write. Call before the first computation."""
+    from torch_xla._lazy import compile_cache
+    compile_cache.initialize(path, readonly)
