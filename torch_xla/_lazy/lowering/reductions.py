@@ -1,29 +1,244 @@
-"""Reductions."""
+"""Reductions and scans, with PyTorch's dims, output dtypes and NaN rules.
+
+`dim` conventions differ between ops: for most reductions both None and [] reduce every
+axis; `any.dims`/`all.dims` with [] reduce nothing. float16/bfloat16 inputs accumulate in
+float32 (as PyTorch's CPU kernels do); the engine casts results back to PyTorch's dtype.
+"""
 import jax.numpy as jnp
+from jax import lax
 
 from .. import runtime
 from . import aten, lower
+from ._types import float_of
 
 
-def _dims(x, dim):
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+def _axes(x, dim, empty_means_all=True):
+    """PyTorch's `dim` as jnp's `axis`: None for every axis, else a sorted tuple."""
+    if dim is None:
         return None
     if isinstance(dim, int):
         dim = (dim,)
-    return tuple(d % max(x.ndim, 1) for d in dim) if x.ndim else None
+    if len(dim) == 0:
+        return None if empty_means_all else ()
+    if x.ndim == 0:
+        return ()
+    return tuple(sorted({d % x.ndim for d in dim}))
+
+
+def _acc(x):
+    """x in the dtype PyTorch accumulates it in: float32 for float16/bfloat16."""
+    return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
+
+
+def _integral(dtype) -> bool:
+    return dtype == jnp.bool_ or jnp.issubdtype(dtype, jnp.integer)
+
+
+def _sum_input(x, dtype):
+    """The input of sum-like ops: cast to `dtype`, else bool/int widened to int64."""
+    if dtype is not None:
+        return x.astype(runtime.to_jax_dtype(dtype))
+    return x.astype(jnp.int64) if _integral(x.dtype) else _acc(x)
+
+
+def _count(x, axes):
+    if axes is None:
+        return x.size
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n
 
 
 @lower(aten.sum.default, aten.sum.dim_IntList)
 def sum_(x, dim=None, keepdim=False, dtype=None):
-    if dtype is not None:
-        x = x.astype(runtime.to_jax_dtype(dtype))
-    elif x.dtype == bool or jnp.issubdtype(x.dtype, jnp.integer):
-        x = x.astype(jnp.int64)
-    return jnp.sum(x, axis=_dims(x, dim), keepdims=keepdim)
+    x = _sum_input(x, dtype)
+    return jnp.sum(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@lower(aten.nansum.default)
+def nansum(x, dim=None, keepdim=False, dtype=None):
+    x = _sum_input(x, dtype)
+    if not _integral(x.dtype):
+        x = jnp.where(jnp.isnan(x), jnp.zeros((), x.dtype), x)
+    return jnp.sum(x, axis=_axes(x, dim), keepdims=keepdim)
 
 
 @lower(aten.mean.default, aten.mean.dim)
 def mean(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.astype(runtime.to_jax_dtype(dtype))
-    return jnp.mean(x, axis=_dims(x, dim), keepdims=keepdim)
+    return jnp.mean(_acc(x), axis=_axes(x, dim), keepdims=keepdim)
+
+
+@lower(aten.prod.default)
+def prod(x, dtype=None):
+    return jnp.prod(_sum_input(x, dtype))
+
+
+@lower(aten.prod.dim_int)
+def prod_dim(x, dim, keepdim=False, dtype=None):
+    x = _sum_input(x, dtype)
+    return jnp.prod(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@lower(aten.amax.default, aten.max.default)
+def amax(x, dim=(), keepdim=False):
+    return jnp.max(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@lower(aten.amin.default, aten.min.default)
+def amin(x, dim=(), keepdim=False):
+    return jnp.min(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@lower(aten.aminmax.default)
+def aminmax(x, dim=None, keepdim=False):
+    return amin(x, dim, keepdim), amax(x, dim, keepdim)
+
+
+def _arg(fn):
+    """argmax/argmin: the first index of the extreme (NaN counts as the extreme, the first
+    NaN wins); dim=None flattens."""
+    def lowering(x, dim=None, keepdim=False):
+        if x.ndim == 0:
+            return jnp.zeros((), jnp.int64)
+        return fn(x, axis=None if dim is None else dim % x.ndim, keepdims=keepdim)
+    return lowering
+
+
+argmax = lower(aten.argmax.default)(_arg(jnp.argmax))
+argmin = lower(aten.argmin.default)(_arg(jnp.argmin))
+
+
+@lower(aten.max.dim)
+def max_dim(x, dim, keepdim=False):
+    return amax(x, dim, keepdim), argmax(x, dim, keepdim)
+
+
+@lower(aten.min.dim)
+def min_dim(x, dim, keepdim=False):
+    return amin(x, dim, keepdim), argmin(x, dim, keepdim)
+
+
+def _var(x, dim, correction, keepdim):
+    """(variance, mean): divisor max(N - correction, 0), so too few elements give inf/nan."""
+    x = _acc(x)
+    axes = _axes(x, dim)
+    m = jnp.mean(x, axis=axes, keepdims=True)
+    d = x - m
+    sq = jnp.real(d * jnp.conj(d)) if jnp.iscomplexobj(d) else d * d
+    correction = 1 if correction is None else correction
+    divisor = jnp.maximum(_count(x, axes) - correction, 0)
+    var = jnp.sum(sq, axis=axes, keepdims=keepdim) / divisor
+    return var, (m if keepdim else jnp.squeeze(m, axes))
+
+
+@lower(aten.var.correction)
+def var(x, dim=None, correction=None, keepdim=False):
+    return _var(x, dim, correction, keepdim)[0]
+
+
+@lower(aten.std.correction)
+def std(x, dim=None, correction=None, keepdim=False):
+    return jnp.sqrt(_var(x, dim, correction, keepdim)[0])
+
+
+@lower(aten.var_mean.correction)
+def var_mean(x, dim=None, correction=None, keepdim=False):
+    return _var(x, dim, correction, keepdim)
+
+
+@lower(aten.std_mean.correction)
+def std_mean(x, dim=None, correction=None, keepdim=False):
+    v, m = _var(x, dim, correction, keepdim)
+    return jnp.sqrt(v), m
+
+
+@lower(aten.logsumexp.default)
+def logsumexp(x, dim, keepdim=False):
+    x = _acc(x.astype(float_of(x.dtype)))
+    axes = _axes(x, dim)
+    m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
+    m = jnp.where(jnp.isinf(m), jnp.zeros((), m.dtype), m)  # all -inf (or an inf): no shift
+    out = jnp.log(jnp.sum(jnp.exp(x - m), axis=axes, keepdims=True)) + m
+    return out if keepdim else jnp.squeeze(out, axes)
+
+
+def _bool_reduce(fn):
+    def lowering(x, dim=None, keepdim=False):
+        return fn(x != 0, axis=_axes(x, dim, empty_means_all=False), keepdims=keepdim)
+    return lowering
+
+
+lower(aten.any.default, aten.any.dim, aten.any.dims)(_bool_reduce(jnp.any))
+lower(aten.all.default, aten.all.dim, aten.all.dims)(_bool_reduce(jnp.all))
+
+
+@lower(aten.count_nonzero.default, aten.count_nonzero.dim_IntList)
+def count_nonzero(x, dim=None):
+    return jnp.sum(x != 0, axis=_axes(x, dim), dtype=jnp.int64)
+
+
+@lower(aten.linalg_vector_norm.default, static_scalars=True)
+def vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        x = x.astype(runtime.to_jax_dtype(dtype))
+    a = jnp.abs(_acc(x))
+    axes = _axes(x, dim)
+    if ord == float("inf"):
+        return jnp.max(a, axis=axes, keepdims=keepdim)
+    if ord == -float("inf"):
+        return jnp.min(a, axis=axes, keepdims=keepdim)
+    if ord == 0:
+        return jnp.sum(a != 0, axis=axes, keepdims=keepdim, dtype=a.dtype)
+    if ord == 1:
+        return jnp.sum(a, axis=axes, keepdims=keepdim)
+    if ord == 2:
+        return jnp.sqrt(jnp.sum(a * a, axis=axes, keepdims=keepdim))
+    return jnp.sum(a ** ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)
+
+
+# ---- scans -------------------------------------------------------------------------------
+
+def _scan(fn):
+    """A scan along `dim` (a 0-d input is scanned as one element)."""
+    def lowering(x, dim, dtype=None):
+        x = _sum_input(x, dtype)
+        if x.ndim == 0:
+            return fn(x.reshape(1), axis=0).reshape(())
+        return fn(x, axis=dim % x.ndim)
+    return lowering
+
+
+lower(aten.cumsum.default)(_scan(lax.cumsum))
+lower(aten.cumprod.default)(_scan(lax.cumprod))
+
+
+@lower(aten.logcumsumexp.default)
+def logcumsumexp(x, dim):
+    x = _acc(x.astype(float_of(x.dtype)))
+    if x.ndim == 0:
+        return x
+    return lax.cumlogsumexp(x, axis=dim % x.ndim)
+
+
+def _cum_extreme(later_wins):
+    """cummax/cummin: (values, indices) where a later element replaces the running extreme
+    when it ties or beats it, or is NaN; a running NaN is only replaced by a later NaN."""
+    def combine(a, b):
+        (av, ai), (bv, bi) = a, b
+        take = jnp.isnan(bv) | (~jnp.isnan(av) & later_wins(bv, av))
+        return jnp.where(take, bv, av), jnp.where(take, bi, ai)
+
+    def lowering(x, dim):
+        if x.ndim == 0:
+            return x, jnp.zeros((), jnp.int64)
+        axis = dim % x.ndim
+        idx = lax.broadcasted_iota(jnp.int64, x.shape, axis)
+        return lax.associative_scan(combine, (x, idx), axis=axis)
+    return lowering
+
+
+lower(aten.cummax.default)(_cum_extreme(jnp.greater_equal))
+lower(aten.cummin.default)(_cum_extreme(jnp.less_equal))
