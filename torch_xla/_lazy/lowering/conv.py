@@ -1,0 +1,67 @@
+"""Convolutions, plain and transposed, 1d to 3d, with PyTorch's layouts (N, C, spatial...)
+for activations and (O, I/groups, spatial...) for weights ((I, O/groups, ...) transposed).
+
+The backward is the vector-Jacobian product of the same jax function, which XLA turns
+into the usual pair of convolutions.
+"""
+import jax
+import jax.numpy as jnp
+
+from . import aten, lower
+
+
+def _dimension_numbers(nd):
+    spatial = "DHW"[3 - nd:]
+    return ("NC" + spatial, "OI" + spatial, "NC" + spatial)
+
+
+def _transposed_weight(w, groups):
+    """(I, O/g, k...) of a transposed convolution as the (O, I/g, k...) weight of the plain
+    convolution it equals, kernel flipped."""
+    i, og, *k = w.shape
+    w = w.reshape(groups, i // groups, og, *k)
+    w = jnp.swapaxes(w, 1, 2).reshape(groups * og, i // groups, *k)
+    return jnp.flip(w, axis=tuple(range(2, w.ndim)))
+
+
+def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
+    nd = x.ndim - 2
+    dn = _dimension_numbers(nd)
+    if not transposed:
+        return jax.lax.conv_general_dilated(
+            x, w, window_strides=stride, padding=[(p, p) for p in padding],
+            rhs_dilation=dilation, dimension_numbers=dn, feature_group_count=groups,
+            preferred_element_type=x.dtype)
+    k = w.shape[2:]
+    pads = [(d * (kk - 1) - p, d * (kk - 1) - p + op)
+            for kk, p, d, op in zip(k, padding, dilation, output_padding)]
+    return jax.lax.conv_general_dilated(
+        x, _transposed_weight(w, groups), window_strides=(1,) * nd, padding=pads,
+        lhs_dilation=stride, rhs_dilation=dilation, dimension_numbers=dn,
+        feature_group_count=groups, preferred_element_type=x.dtype)
+
+
+def _expand(v, nd):
+    return tuple(v) * nd if len(v) == 1 else tuple(v)
+
+
+@lower(aten.convolution.default)
+def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    nd = x.ndim - 2
+    out = _conv(x, w, _expand(stride, nd), _expand(padding, nd), _expand(dilation, nd),
+                transposed, _expand(output_padding, nd), groups)
+    if bias is not None:
+        out = out + bias.astype(out.dtype).reshape((1, -1) + (1,) * nd)
+    return out
+
+
+@lower(aten.convolution_backward.default)
+def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed,
+                         output_padding, groups, output_mask):
+    nd = x.ndim - 2
+    args = (_expand(stride, nd), _expand(padding, nd), _expand(dilation, nd), transposed,
+            _expand(output_padding, nd), groups)
+    _, pullback = jax.vjp(lambda a, b: _conv(a, b, *args), x, w)
+    dx, dw = pullback(grad.astype(x.dtype))
+    db = jnp.sum(grad, axis=(0,) + tuple(range(2, grad.ndim))) if output_mask[2] else None
+    return (dx if output_mask[0] else None, dw if output_mask[1] else None, db)

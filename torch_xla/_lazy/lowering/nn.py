@@ -1,0 +1,402 @@
+"""Neural-network ops: softmax, normalizations, losses, embeddings, padding, pixel shuffle.
+
+These are the ops PyTorch's autograd emits for `torch.nn.functional`, forward and
+backward. Float16/bfloat16 inputs are computed in float32 (PyTorch's "opmath" type) and
+cast back. Reductions in losses: 0 = none, 1 = mean, 2 = sum.
+"""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import runtime
+from . import aten, lower
+from ._types import float_of
+
+_F32 = np.dtype("float32")
+
+
+def _acc(dtype):
+    """The computation dtype of a float op on `dtype` (float32 for half types)."""
+    dtype = float_of(dtype)
+    return _F32 if dtype.itemsize < 4 else dtype
+
+
+def _axis(x, dim):
+    """`dim` as a jax axis (None for 0-d tensors, where PyTorch accepts dim 0 and -1)."""
+    return dim % x.ndim if x.ndim else None
+
+
+def _reduce(loss, reduction):
+    if reduction == 1:
+        return jnp.mean(loss)
+    if reduction == 2:
+        return jnp.sum(loss)
+    return loss
+
+
+def _grad_scale(grad, x, reduction):
+    """d(reduced loss)/d(elementwise loss), broadcast against `x`."""
+    if reduction == 1:
+        return grad / x.size
+    return grad
+
+
+# ---- softmax ------------------------------------------------------------------------------
+
+@lower(aten._softmax.default)
+def softmax(x, dim, half_to_float):
+    ax = _axis(x, dim)
+    x = x.astype(_acc(x.dtype))
+    e = jnp.exp(x - jnp.max(x, axis=ax, keepdims=True))
+    return e / jnp.sum(e, axis=ax, keepdims=True)
+
+
+@lower(aten._log_softmax.default)
+def log_softmax(x, dim, half_to_float):
+    ax = _axis(x, dim)
+    x = x.astype(_acc(x.dtype))
+    shifted = x - jnp.max(x, axis=ax, keepdims=True)
+    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=ax, keepdims=True))
+
+
+@lower(aten._safe_softmax.default)
+def safe_softmax(x, dim, dtype=None):
+    """Softmax whose rows of only -inf give 0 rather than nan (attention with full masks)."""
+    if dtype is not None:
+        x = x.astype(runtime.to_jax_dtype(dtype))
+    masked = jnp.all(x == -jnp.inf, axis=_axis(x, dim), keepdims=True)
+    out = softmax(x, dim, False)
+    return jnp.where(masked, jnp.zeros((), out.dtype), out)
+
+
+@lower(aten._softmax_backward_data.default)
+def softmax_backward(grad, out, dim, input_dtype):
+    ax = _axis(out, dim)
+    dt = _acc(grad.dtype)
+    grad, out = grad.astype(dt), out.astype(dt)
+    return out * (grad - jnp.sum(grad * out, axis=ax, keepdims=True))
+
+
+@lower(aten._log_softmax_backward_data.default)
+def log_softmax_backward(grad, out, dim, input_dtype):
+    ax = _axis(out, dim)
+    dt = _acc(grad.dtype)
+    grad, out = grad.astype(dt), out.astype(dt)
+    return grad - jnp.exp(out) * jnp.sum(grad, axis=ax, keepdims=True)
+
+
+# ---- normalization ------------------------------------------------------------------------
+
+def _normalize_backward(grad, xhat, rstd, axes, n):
+    """d/dx of (x - mean(x)) * rstd over `axes` (n elements), given dL/dxhat = grad."""
+    s1 = jnp.sum(grad, axis=axes, keepdims=True)
+    s2 = jnp.sum(grad * xhat, axis=axes, keepdims=True)
+    return rstd / n * (n * grad - s1 - xhat * s2)
+
+
+@lower(aten.native_layer_norm.default)
+def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    xa = x.astype(_acc(x.dtype))
+    mean = jnp.mean(xa, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(xa - mean), axis=axes, keepdims=True)
+    rstd = jax.lax.rsqrt(var + eps)
+    out = (xa - mean) * rstd
+    if weight is not None:
+        out = out * weight.astype(out.dtype)
+    if bias is not None:
+        out = out + bias.astype(out.dtype)
+    return out, mean, rstd
+
+
+@lower(aten.native_layer_norm_backward.default)
+def native_layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, bias, output_mask):
+    k = x.ndim - len(normalized_shape)
+    axes, outer = tuple(range(k, x.ndim)), tuple(range(k))
+    dt = _acc(x.dtype)
+    grad, xa = grad.astype(dt), x.astype(dt)
+    xhat = (xa - mean.astype(dt)) * rstd.astype(dt)
+    gx = grad if weight is None else grad * weight.astype(dt)
+    n = math.prod(normalized_shape)
+    dx = _normalize_backward(gx, xhat, rstd.astype(dt), axes, n) if output_mask[0] else None
+    dw = jnp.sum(grad * xhat, axis=outer) if output_mask[1] and weight is not None else None
+    db = jnp.sum(grad, axis=outer) if output_mask[2] and bias is not None else None
+    return dx, dw, db
+
+
+def _channel(v, ndim):
+    """A per-channel vector shaped to broadcast against an (N, C, ...) tensor."""
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """(output, save_mean, save_invstd, new running_mean, new running_var); the running
+    statistics are updated like PyTorch: momentum, and the unbiased variance."""
+    dt = _acc(x.dtype)
+    xa = x.astype(dt)
+    axes = (0,) + tuple(range(2, x.ndim))
+    if training:
+        mean = jnp.mean(xa, axis=axes)
+        var = jnp.mean(jnp.square(xa - _channel(mean, x.ndim)), axis=axes)
+        invstd = jax.lax.rsqrt(var + eps)
+        if running_mean is not None:
+            n = x.size // x.shape[1]
+            running_mean = momentum * mean + (1 - momentum) * running_mean.astype(dt)
+            running_var = momentum * var * (n / (n - 1)) + (1 - momentum) * running_var.astype(dt)
+    else:
+        mean = running_mean.astype(dt)
+        invstd = 1 / jnp.sqrt(running_var.astype(dt) + eps)
+    out = (xa - _channel(mean, x.ndim)) * _channel(invstd, x.ndim)
+    if weight is not None:
+        out = out * _channel(weight.astype(dt), x.ndim)
+    if bias is not None:
+        out = out + _channel(bias.astype(dt), x.ndim)
+    return out, mean, invstd, running_mean, running_var
+
+
+@lower(aten.native_batch_norm.default)
+def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Without running-statistics updates: the engine routes training with running statistics
+    through `_native_batch_norm_legit_functional` and writes them back (special.py)."""
+    return _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+
+
+@lower(aten._native_batch_norm_legit_functional.default)
+def batch_norm_functional(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    return _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@lower(aten._native_batch_norm_legit_no_training.default)
+def batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
+    return _batch_norm(x, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
+
+
+@lower(aten._native_batch_norm_legit.no_stats)
+def batch_norm_no_stats(x, weight, bias, training, momentum, eps):
+    return _batch_norm(x, weight, bias, None, None, True, momentum, eps)[:3]
+
+
+@lower(aten.native_batch_norm_backward.default)
+def native_batch_norm_backward(grad, x, weight, running_mean, running_var, save_mean, save_invstd,
+                               train, eps, output_mask):
+    dt = _acc(x.dtype)
+    grad, xa = grad.astype(dt), x.astype(dt)
+    if train:
+        mean, invstd = save_mean.astype(dt), save_invstd.astype(dt)
+    else:
+        mean, invstd = running_mean.astype(dt), 1 / jnp.sqrt(running_var.astype(dt) + eps)
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean, invstd = _channel(mean, x.ndim), _channel(invstd, x.ndim)
+    xhat = (xa - mean) * invstd
+    w = jnp.ones((), dt) if weight is None else _channel(weight.astype(dt), x.ndim)
+    dx = None
+    if output_mask[0]:
+        if train:
+            dx = _normalize_backward(grad * w, xhat, invstd, axes, x.size // x.shape[1])
+        else:
+            dx = grad * w * invstd
+    dw = jnp.sum(grad * xhat, axis=axes) if output_mask[1] else None
+    db = jnp.sum(grad, axis=axes) if output_mask[2] else None
+    return dx, dw, db
+
+
+@lower(aten.native_group_norm.default)
+def native_group_norm(x, weight, bias, n, c, hw, group, eps):
+    dt = _acc(x.dtype)
+    xg = x.astype(dt).reshape(n, group, -1)
+    mean = jnp.mean(xg, axis=2, keepdims=True)
+    var = jnp.mean(jnp.square(xg - mean), axis=2, keepdims=True)
+    rstd = jax.lax.rsqrt(var + eps)
+    out = ((xg - mean) * rstd).reshape(x.shape)
+    if weight is not None:
+        out = out * _channel(weight.astype(dt), x.ndim)
+    if bias is not None:
+        out = out + _channel(bias.astype(dt), x.ndim)
+    return out, mean[..., 0], rstd[..., 0]
+
+
+@lower(aten.native_group_norm_backward.default)
+def native_group_norm_backward(grad, x, mean, rstd, weight, n, c, hw, group, output_mask):
+    dt = _acc(x.dtype)
+    shape = (n, group, c // group, hw)
+    g, xa = grad.astype(dt).reshape(shape), x.astype(dt).reshape(shape)
+    mean, rstd = mean.astype(dt)[..., None, None], rstd.astype(dt)[..., None, None]
+    xhat = (xa - mean) * rstd
+    dx = None
+    if output_mask[0]:
+        w = 1 if weight is None else weight.astype(dt).reshape(1, group, c // group, 1)
+        dx = _normalize_backward(g * w, xhat, rstd, (2, 3), shape[2] * hw).reshape(x.shape)
+    dw = jnp.sum(g * xhat, axis=(0, 3)).reshape(c) if output_mask[1] else None
+    db = jnp.sum(g, axis=(0, 3)).reshape(c) if output_mask[2] else None
+    return dx, dw, db
+
+
+# ---- losses -------------------------------------------------------------------------------
+
+def _nll_parts(x, target, weight, ignore_index):
+    """(one-hot of the target over the class axis, the per-element weight), both 0 where
+    the target is ignored."""
+    cls = 1 if x.ndim >= 2 else 0
+    classes = jnp.arange(x.shape[cls], dtype=target.dtype).reshape(
+        (-1,) + (1,) * (x.ndim - cls - 1))
+    keep = target != ignore_index
+    t = jnp.expand_dims(target, cls)
+    onehot = (t == classes) & jnp.expand_dims(keep, cls)
+    w = jnp.ones((), x.dtype) if weight is None else jnp.take(weight, jnp.where(keep, target, 0))
+    return onehot, jnp.where(keep, w, jnp.zeros((), x.dtype)), cls
+
+
+@lower(aten.nll_loss_forward.default, aten.nll_loss2d_forward.default)
+def nll_loss(x, target, weight, reduction, ignore_index):
+    onehot, w, cls = _nll_parts(x, target, weight, ignore_index)
+    picked = jnp.sum(jnp.where(onehot, x, jnp.zeros((), x.dtype)), axis=cls)
+    loss = -picked * w
+    total = jnp.sum(w)
+    if reduction == 0:
+        return loss, jnp.zeros((), x.dtype)
+    if reduction == 1:
+        return jnp.sum(loss) / total, total
+    return jnp.sum(loss), total
+
+
+@lower(aten.nll_loss_backward.default, aten.nll_loss2d_backward.default)
+def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
+    onehot, w, cls = _nll_parts(x, target, weight, ignore_index)
+    scale = -w * grad if reduction != 1 else -w * (grad / total_weight)
+    return jnp.where(onehot, jnp.expand_dims(scale, cls), jnp.zeros((), x.dtype))
+
+
+@lower(aten.mse_loss.default)
+def mse_loss(x, target, reduction=1):
+    return _reduce(jnp.square(x - target), reduction)
+
+
+@lower(aten.mse_loss_backward.default)
+def mse_loss_backward(grad, x, target, reduction):
+    return 2 * (x - target) * _grad_scale(grad, x, reduction)
+
+
+@lower(aten.smooth_l1_loss.default)
+def smooth_l1_loss(x, target, reduction=1, beta=1.0):
+    z = jnp.abs(x - target)
+    return _reduce(jnp.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta), reduction)
+
+
+@lower(aten.smooth_l1_loss_backward.default)
+def smooth_l1_loss_backward(grad, x, target, reduction, beta):
+    d = x - target
+    g = _grad_scale(grad, x, reduction)
+    return jnp.where(d < -beta, -g, jnp.where(d > beta, g, d * g / beta))
+
+
+@lower(aten.huber_loss.default)
+def huber_loss(x, target, reduction=1, delta=1.0):
+    z = jnp.abs(x - target)
+    return _reduce(jnp.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta)), reduction)
+
+
+@lower(aten.huber_loss_backward.default)
+def huber_loss_backward(grad, x, target, reduction, delta):
+    d = x - target
+    g = _grad_scale(grad, x, reduction)
+    return jnp.where(d < -delta, -delta * g, jnp.where(d > delta, delta * g, d * g))
+
+
+@lower(aten.binary_cross_entropy.default)
+def binary_cross_entropy(x, target, weight=None, reduction=1):
+    floor = jnp.asarray(-100, x.dtype)
+    loss = -(target * jnp.maximum(jnp.log(x), floor)
+             + (1 - target) * jnp.maximum(jnp.log1p(-x), floor))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+@lower(aten.binary_cross_entropy_backward.default)
+def binary_cross_entropy_backward(grad, x, target, weight=None, reduction=1):
+    g = _grad_scale(grad, x, reduction) * (x - target) / jnp.maximum((1 - x) * x, 1e-12)
+    return g if weight is None else g * weight
+
+
+@lower(aten.binary_cross_entropy_with_logits.default)
+def binary_cross_entropy_with_logits(x, target, weight=None, pos_weight=None, reduction=1):
+    softplus_neg = jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(-x, 0)  # -log(sigmoid(x))
+    log_weight = 1 if pos_weight is None else (pos_weight - 1) * target + 1
+    loss = (1 - target) * x + log_weight * softplus_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+# ---- embeddings ---------------------------------------------------------------------------
+
+@lower(aten.embedding.default)
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return jnp.take(weight, indices, axis=0, mode="clip")
+
+
+@lower(aten.embedding_dense_backward.default)
+def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    idx = indices.reshape(-1)
+    g = grad.reshape(idx.shape[0], -1).astype(_acc(grad.dtype))
+    if padding_idx >= 0:
+        g = jnp.where((idx == padding_idx)[:, None], jnp.zeros((), g.dtype), g)
+    if scale_grad_by_freq:
+        counts = jnp.zeros((num_weights,), g.dtype).at[idx].add(1)
+        g = g / counts[idx][:, None]
+    return jnp.zeros((num_weights, g.shape[1]), g.dtype).at[idx].add(g)
+
+
+# ---- padding and pixel shuffle ------------------------------------------------------------
+
+def _pad_index(n, lo, hi, mode):
+    i = np.arange(-lo, n + hi)
+    if mode == "reflect":
+        i = np.abs(i)
+        i = (n - 1) - np.abs((n - 1) - i)
+    return np.clip(i, 0, n - 1)
+
+
+def _pad(x, padding, mode):
+    """Gathers along each padded dim; padding is (left, right) pairs from the last dim."""
+    for k in range(len(padding) // 2):
+        ax = x.ndim - 1 - k
+        x = jnp.take(x, _pad_index(x.shape[ax], padding[2 * k], padding[2 * k + 1], mode), axis=ax)
+    return x
+
+
+def _pad_backward(grad, x, padding, mode):
+    transpose = jax.linear_transpose(lambda v: _pad(v, padding, mode),
+                                     jax.ShapeDtypeStruct(x.shape, grad.dtype))
+    return transpose(grad)[0]
+
+
+for _mode, _ops, _backward_ops in [
+        ("reflect", (aten.reflection_pad1d, aten.reflection_pad2d, aten.reflection_pad3d),
+         (aten.reflection_pad1d_backward, aten.reflection_pad2d_backward,
+          aten.reflection_pad3d_backward)),
+        ("edge", (aten.replication_pad1d, aten.replication_pad2d, aten.replication_pad3d),
+         (aten.replication_pad1d_backward, aten.replication_pad2d_backward,
+          aten.replication_pad3d_backward))]:
+    lower(*_ops)(lambda x, padding, _m=_mode: _pad(x, padding, _m))
+    lower(*_backward_ops)(lambda grad, x, padding, _m=_mode: _pad_backward(grad, x, padding, _m))
+
+
+@lower(aten.pixel_shuffle.default)
+def pixel_shuffle(x, r):
+    *lead, c, h, w = x.shape
+    k = len(lead)
+    y = x.reshape(*lead, c // (r * r), r, r, h, w)
+    y = jnp.transpose(y, tuple(range(k)) + (k, k + 3, k + 1, k + 4, k + 2))
+    return y.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+@lower(aten.pixel_unshuffle.default)
+def pixel_unshuffle(x, r):
+    *lead, c, h, w = x.shape
+    k = len(lead)
+    y = x.reshape(*lead, c, h // r, r, w // r, r)
+    y = jnp.transpose(y, tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3))
+    return y.reshape(*lead, c * r * r, h // r, w // r)

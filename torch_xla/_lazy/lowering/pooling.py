@@ -1,0 +1,351 @@
+"""Pooling and upsampling, 1d to 3d (1d ops reach the engine as their 2d forms).
+
+Window geometry is static, so index tables and divisors are numpy constants. Max pooling
+returns PyTorch's indices (flat positions in each input plane): the first maximum of a
+window in row-major order, or its last nan. Linear ops (average pooling, upsampling) get
+their backward as the transpose of the forward function.
+"""
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import aten, lower
+from ._types import float_of
+
+
+def _acc(dtype):
+    dtype = float_of(dtype)
+    return np.dtype("float32") if dtype.itemsize < 4 else dtype
+
+
+def _tuple(v, nd, default=None):
+    if v is None or len(v) == 0:
+        return default
+    return tuple(v) * nd if len(v) == 1 else tuple(v)
+
+
+def _params(nd, kernel, stride, padding, dilation=(1,)):
+    k = _tuple(kernel, nd)
+    return k, _tuple(stride, nd, k), _tuple(padding, nd), _tuple(dilation, nd)
+
+
+def _out_size(n, k, s, p, d, ceil_mode):
+    """PyTorch's pooling_output_shape."""
+    out = (n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _transpose(fn, shape, dtype):
+    """The backward of a linear function of one input of `shape`."""
+    transposed = jax.linear_transpose(fn, jax.ShapeDtypeStruct(tuple(shape), dtype))
+    return lambda grad: transposed(grad.astype(dtype))[0]
+
+
+def _scatter_indices(grad, input_shape, indices, nd):
+    """Adds each gradient at its flat index in its input plane (max pooling backward)."""
+    plane = math.prod(input_shape[-nd:])
+    g = grad.reshape(-1, math.prod(grad.shape[-nd:])).astype(_acc(grad.dtype))
+    idx = indices.reshape(g.shape)
+    rows = jnp.arange(g.shape[0], dtype=idx.dtype)[:, None]
+    return jnp.zeros((g.shape[0], plane), g.dtype).at[rows, idx].add(g).reshape(input_shape)
+
+
+def _select_max(patches, valid, table):
+    """Max over the last axis of `patches` and PyTorch's index of it: the first maximum
+    among `valid` entries, or the last nan. `table` maps (window position, entry) to the
+    flat input index."""
+    m = jnp.max(patches, axis=-1)
+    hit = valid & (patches == m[..., None])
+    choose = jnp.argmax(hit, axis=-1)
+    if jnp.issubdtype(patches.dtype, jnp.inexact):
+        nans = valid & jnp.isnan(patches)
+        last_nan = patches.shape[-1] - 1 - jnp.argmax(nans[..., ::-1], axis=-1)
+        choose = jnp.where(jnp.any(nans, axis=-1), last_nan, choose)
+    table = jnp.broadcast_to(jnp.asarray(table, jnp.int64), patches.shape)
+    return m, jnp.take_along_axis(table, choose[..., None], axis=-1)[..., 0]
+
+
+def _lowest(dtype):
+    if jnp.issubdtype(dtype, jnp.inexact):
+        return jnp.array(-jnp.inf, dtype)
+    if dtype == np.bool_:
+        return jnp.array(False)
+    return jnp.array(jnp.iinfo(dtype).min, dtype)
+
+
+# ---- max pooling --------------------------------------------------------------------------
+
+def _max_pool(x, nd, kernel, stride, padding, dilation, ceil_mode):
+    k, s, p, d = _params(nd, kernel, stride, padding, dilation)
+    sizes = x.shape[-nd:]
+    out = [_out_size(*a, ceil_mode) for a in zip(sizes, k, s, p, d)]
+    lead = x.ndim - nd
+    hi = [(o - 1) * ss + dd * (kk - 1) + 1 - pp - n for o, ss, dd, kk, pp, n in zip(out, s, d, k, p, sizes)]
+    xp = jax.lax.pad(x, _lowest(x.dtype), [(0, 0, 0)] * lead + [(pp, h, 0) for pp, h in zip(p, hi)])
+    slices, positions = [], []
+    for off in itertools.product(*(range(kk) for kk in k)):
+        start = [o_ * dd for o_, dd in zip(off, d)]
+        limit = [st + (o - 1) * ss + 1 for st, o, ss in zip(start, out, s)]
+        slices.append(jax.lax.slice(xp, (0,) * lead + tuple(start), xp.shape[:lead] + tuple(limit),
+                                    (1,) * lead + tuple(s)))
+        # input position of this window entry for every output position, per dim
+        positions.append(np.meshgrid(*(np.arange(o) * ss - pp + o_ * dd
+                                       for o, ss, pp, o_, dd in zip(out, s, p, off, d)),
+                                     indexing="ij"))
+    patches = jnp.stack(slices, axis=-1)
+    pos = np.stack([np.stack(ps, axis=-1) for ps in positions], axis=-2)  # (*out, K, nd)
+    valid = np.all((pos >= 0) & (pos < np.asarray(sizes)), axis=-1)
+    table = np.sum(pos * np.asarray([math.prod(sizes[i + 1:]) for i in range(nd)]), axis=-1)
+    return _select_max(patches, valid, table)
+
+
+@lower(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    return _max_pool(x, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@lower(aten.max_pool3d_with_indices.default)
+def max_pool3d_with_indices(x, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    return _max_pool(x, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@lower(aten.max_pool2d_with_indices_backward.default)
+def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode,
+                                     indices):
+    return _scatter_indices(grad, x.shape, indices, 2)
+
+
+@lower(aten.max_pool3d_with_indices_backward.default)
+def max_pool3d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode,
+                                     indices):
+    return _scatter_indices(grad, x.shape, indices, 3)
+
+
+# ---- average pooling ----------------------------------------------------------------------
+
+def _avg_divisor(sizes, out, k, s, p, count_include_pad):
+    """Per output position: the window size clipped to the padded input, or (without
+    count_include_pad) the number of input elements it covers."""
+    divisor = np.ones((), np.float64)
+    for n, o, kk, ss, pp in zip(sizes, out, k, s, p):
+        start = np.arange(o) * ss - pp
+        end = np.minimum(start + kk, n + pp)
+        if count_include_pad:
+            count = end - start
+        else:
+            count = np.minimum(end, n) - np.maximum(start, 0)
+        divisor = np.multiply.outer(divisor, count)
+    return divisor
+
+
+def _avg_pool(x, nd, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    k, s, p, _ = _params(nd, kernel, stride, padding)
+    sizes = x.shape[-nd:]
+    out = [_out_size(n, kk, ss, pp, 1, ceil_mode) for n, kk, ss, pp in zip(sizes, k, s, p)]
+    lead = x.ndim - nd
+    hi = [(o - 1) * ss + kk - pp - n for o, ss, kk, pp, n in zip(out, s, k, p, sizes)]
+    x = x.astype(_acc(x.dtype))
+    xp = jax.lax.pad(x, jnp.zeros((), x.dtype), [(0, 0, 0)] * lead + [(pp, h, 0) for pp, h in zip(p, hi)])
+    summed = jax.lax.reduce_window(xp, np.zeros((), x.dtype), jax.lax.add, (1,) * lead + k,
+                                   (1,) * lead + s, "VALID")
+    if divisor_override:
+        return summed / divisor_override
+    return summed / _avg_divisor(sizes, out, k, s, p, count_include_pad).astype(x.dtype)
+
+
+@lower(aten.avg_pool2d.default)
+def avg_pool2d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+@lower(aten.avg_pool3d.default)
+def avg_pool3d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+@lower(aten.avg_pool2d_backward.default)
+def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override):
+    args = (2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return _transpose(lambda v: _avg_pool(v, *args), x.shape, _acc(x.dtype))(grad)
+
+
+@lower(aten.avg_pool3d_backward.default)
+def avg_pool3d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override):
+    args = (3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return _transpose(lambda v: _avg_pool(v, *args), x.shape, _acc(x.dtype))(grad)
+
+
+# ---- adaptive pooling ---------------------------------------------------------------------
+
+def _adaptive_bounds(n, o):
+    i = np.arange(o)
+    return (i * n) // o, -((-(i + 1) * n) // o)
+
+
+def _adaptive_avg(x, output_size):
+    """Separable: each spatial dim is averaged on its own (a reshape where windows are even,
+    else a matrix of window weights)."""
+    nd = len(output_size)
+    x = x.astype(_acc(x.dtype))
+    for i, o in enumerate(output_size):
+        ax = x.ndim - nd + i
+        n = x.shape[ax]
+        if n % o == 0:
+            x = jnp.mean(x.reshape(x.shape[:ax] + (o, n // o) + x.shape[ax + 1:]), axis=ax + 1)
+            continue
+        start, end = _adaptive_bounds(n, o)
+        cols = np.arange(n)
+        weights = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+        x = jnp.moveaxis(jnp.tensordot(x, jnp.asarray(weights.T, x.dtype), axes=([ax], [0]),
+                                       precision=jax.lax.Precision.HIGHEST), -1, ax)
+    return x
+
+
+@lower(aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool3d.default)
+def adaptive_avg_pool(x, output_size):
+    return _adaptive_avg(x, output_size)
+
+
+def _adaptive_avg_backward(grad, x, nd):
+    return _transpose(lambda v: _adaptive_avg(v, grad.shape[-nd:]), x.shape, _acc(x.dtype))(grad)
+
+
+@lower(aten._adaptive_avg_pool2d_backward.default)
+def adaptive_avg_pool2d_backward(grad, x):
+    return _adaptive_avg_backward(grad, x, 2)
+
+
+@lower(aten._adaptive_avg_pool3d_backward.default)
+def adaptive_avg_pool3d_backward(grad, x):
+    return _adaptive_avg_backward(grad, x, 3)
+
+
+def _adaptive_max(x, output_size):
+    nd = len(output_size)
+    lead = x.ndim - nd
+    sizes = x.shape[lead:]
+    tables = []
+    for n, o in zip(sizes, output_size):
+        start, end = _adaptive_bounds(n, o)
+        span = np.arange(int(np.max(end - start)))
+        tables.append(np.minimum(start[:, None] + span, end[:, None] - 1))  # (o, kmax)
+    for i, t in enumerate(tables):
+        x = jnp.take(x, t, axis=lead + 2 * i)  # (*lead, o1, k1, o2, k2, ...)
+    x = jnp.transpose(x, tuple(range(lead)) + tuple(lead + 2 * i for i in range(nd))
+                      + tuple(lead + 2 * i + 1 for i in range(nd)))
+    patches = x.reshape(x.shape[:lead + nd] + (-1,))
+    strides = [math.prod(sizes[i + 1:]) for i in range(nd)]
+    table = sum(np.reshape(t * st, tuple(t.shape[0] if j == i else 1 for j in range(nd))
+                           + tuple(t.shape[1] if j == i else 1 for j in range(nd)))
+                for i, (t, st) in enumerate(zip(tables, strides)))
+    table = table.reshape(tuple(output_size) + (-1,))
+    return _select_max(patches, np.ones(table.shape, bool), table)
+
+
+@lower(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
+def adaptive_max_pool(x, output_size):
+    return _adaptive_max(x, output_size)
+
+
+@lower(aten.adaptive_max_pool2d_backward.default)
+def adaptive_max_pool2d_backward(grad, x, indices):
+    return _scatter_indices(grad, x.shape, indices, 2)
+
+
+@lower(aten.adaptive_max_pool3d_backward.default)
+def adaptive_max_pool3d_backward(grad, x, indices):
+    return _scatter_indices(grad, x.shape, indices, 3)
+
+
+# ---- upsampling ---------------------------------------------------------------------------
+
+def _scale(n, o, scale, align_corners, dt):
+    """PyTorch's area_pixel_compute_scale, in the kernel's float type."""
+    if align_corners:
+        return dt((n - 1) / (o - 1)) if o > 1 else dt(0)
+    return dt(1.0 / scale) if scale is not None and scale > 0 else dt(n) / dt(o)
+
+
+def _taps(n, o, scale, mode, align_corners, dt):
+    """[(input indices (o,), weights (o,) or None)] of one dim."""
+    dst = np.arange(o)
+    if mode in ("nearest", "nearest-exact"):
+        if mode == "nearest" and o == n:
+            return [(dst, None)]
+        if mode == "nearest" and o == 2 * n:
+            return [(dst >> 1, None)]
+        s = _scale(n, o, scale, False, np.float32)
+        src = dst.astype(np.float32) + np.float32(0.5 if mode == "nearest-exact" else 0)
+        return [(np.minimum(np.floor(src * s).astype(np.int64), n - 1), None)]
+    s = _scale(n, o, scale, align_corners, dt)
+    src = s * dst.astype(dt) if align_corners else s * (dst.astype(dt) + dt(0.5)) - dt(0.5)
+    if mode == "linear":
+        src = np.maximum(src, dt(0))
+        i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+        i1 = np.minimum(i0 + 1, n - 1)
+        l1 = np.clip(src - i0.astype(dt), dt(0), dt(1))
+        return [(i0, dt(1) - l1), (i1, l1)]
+    i = np.floor(src).astype(np.int64)
+    t = src - i.astype(dt)
+    a = dt(-0.75)
+
+    def near(z):  # |z| <= 1
+        return ((a + 2) * z - (a + 3)) * z * z + 1
+
+    def far(z):  # 1 < |z| < 2
+        return ((a * z - 5 * a) * z + 8 * a) * z - 4 * a
+    weights = [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    return [(np.clip(i + j - 1, 0, n - 1), w) for j, w in enumerate(weights)]
+
+
+def _upsample(x, output_size, scales, mode, align_corners=False):
+    nd = len(output_size)
+    if mode not in ("nearest", "nearest-exact"):
+        x = x.astype(_acc(x.dtype))
+    dt = np.float64 if x.dtype == np.float64 else np.float32
+    for i in reversed(range(nd)):
+        ax = x.ndim - nd + i
+        taps = _taps(x.shape[ax], output_size[i], scales[i], mode, align_corners, dt)
+        if taps[0][1] is None:
+            x = jnp.take(x, taps[0][0], axis=ax)
+            continue
+        bshape = (-1,) + (1,) * (x.ndim - ax - 1)
+        x = sum(jnp.take(x, idx, axis=ax) * jnp.asarray(w, x.dtype).reshape(bshape) for idx, w in taps)
+    return x
+
+
+def _register_upsample(nd, mode, forward, backward, align=False):
+    def fwd(x, output_size, *rest):
+        if align:
+            return _upsample(x, output_size, _scales(rest[1:], nd), mode, rest[0])
+        return _upsample(x, output_size, _scales(rest, nd), mode)
+
+    def bwd(grad, output_size, input_size, *rest):
+        dtype = grad.dtype if mode in ("nearest", "nearest-exact") else _acc(grad.dtype)
+        return _transpose(lambda v: fwd(v, output_size, *rest), input_size, dtype)(grad)
+    lower(forward)(fwd)
+    lower(backward)(bwd)
+
+
+def _scales(rest, nd):
+    return tuple(rest) + (None,) * (nd - len(rest))
+
+
+for _nd, _name in [(1, "1d"), (2, "2d"), (3, "3d")]:
+    _register_upsample(_nd, "nearest", getattr(aten, f"upsample_nearest{_name}").default,
+                       getattr(aten, f"upsample_nearest{_name}_backward").default)
+    _register_upsample(_nd, "nearest-exact", getattr(aten, f"_upsample_nearest_exact{_name}").default,
+                       getattr(aten, f"_upsample_nearest_exact{_name}_backward").default)
+_register_upsample(1, "linear", aten.upsample_linear1d.default, aten.upsample_linear1d_backward.default, True)
+_register_upsample(2, "linear", aten.upsample_bilinear2d.default, aten.upsample_bilinear2d_backward.default, True)
+_register_upsample(3, "linear", aten.upsample_trilinear3d.default, aten.upsample_trilinear3d_backward.default, True)
+_register_upsample(2, "cubic", aten.upsample_bicubic2d.default, aten.upsample_bicubic2d_backward.default, True)
