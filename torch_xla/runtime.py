@@ -8,23 +8,37 @@ def device_type() -> str:
 
 
 def addressable_device_count() -> int:
+    """Devices this process drives."""
     return len(_rt.jax_devices())
 
 
 def global_runtime_device_count() -> int:
-    return addressable_device_count()
+    """Devices of every process in the runtime (several under xmp.spawn)."""
+    return len(_rt.global_devices())
 
 
 def world_size() -> int:
-    return 1
+    """Replicas running the program in step: processes under xmp.spawn times the devices each
+    drives in DataParallel; 1 otherwise."""
+    return _rt.world_size()
 
 
 def global_ordinal() -> int:
-    return 0
+    """This replica's index among all replicas (0 .. world_size() - 1)."""
+    return _rt.global_ordinal()
 
 
 def local_ordinal() -> int:
-    return 0
+    """This replica's index among the replicas on its host."""
+    return _rt.local_ordinal()
+
+
+def process_index() -> int:
+    return _rt.process_index()
+
+
+def process_count() -> int:
+    return _rt.process_count()
 
 
 def using_pjrt() -> bool:

@@ -3,6 +3,8 @@
 // per thread, as CUDA's is.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <cstdlib>
+
 namespace {
 thread_local c10::DeviceIndex current_index = 0;
 
@@ -24,7 +26,12 @@ struct XLAGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
     return c10::Stream(c10::Stream::DEFAULT, s.device());
   }
-  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  // Set by the runtime once it knows its devices (the autograd engine sizes its per-device
+  // queues with this).
+  c10::DeviceIndex deviceCount() const noexcept override {
+    const char* n = std::getenv("TORCH_XLA_DEVICE_COUNT");
+    return n && std::atoi(n) > 0 ? static_cast<c10::DeviceIndex>(std::atoi(n)) : 1;
+  }
 };
 
 C10_REGISTER_GUARD_IMPL(XLA, XLAGuardImpl);

@@ -7,6 +7,7 @@ dtype on the device.
 """
 import functools
 import os
+import threading
 
 import jax
 import numpy as np
@@ -35,7 +36,104 @@ def jax_devices():
             jax.config.update("jax_num_cpu_devices", n)
         except RuntimeError:  # backends already started (e.g. by the user): keep what is there
             pass
-    return tuple(jax.local_devices(backend=platform))
+    _join_processes(platform)
+    devices = tuple(jax.local_devices(backend=platform))
+    os.environ["TORCH_XLA_DEVICE_COUNT"] = str(len(devices))  # read by the device guard
+    return devices
+
+
+# ---- processes and replicas ----------------------------------------------------------------
+#
+# Several processes form one runtime through jax.distributed (its coordination service and,
+# on the CPU, gloo collectives). xmp.spawn sets these variables in each process it starts;
+# a launcher of its own (one process per host, say) may set them too:
+#   TORCH_XLA_COORDINATOR      host:port of process 0's coordination service
+#   TORCH_XLA_NUM_PROCESSES    how many processes in all
+#   TORCH_XLA_PROCESS_ID       this process's index among them
+#   TORCH_XLA_LOCAL_PROCESS_ID this process's index on its host (local ordinal)
+#   TORCH_XLA_LOCAL_DEVICE     (GPU) the one local device this process drives
+
+def _join_processes(platform) -> None:
+    count = int(os.environ.get("TORCH_XLA_NUM_PROCESSES", "1"))
+    if count <= 1 or jax.distributed.is_initialized():
+        return
+    if platform == "cpu":
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    local = os.environ.get("TORCH_XLA_LOCAL_DEVICE")
+    jax.distributed.initialize(
+        coordinator_address=os.environ["TORCH_XLA_COORDINATOR"], num_processes=count,
+        process_id=int(os.environ["TORCH_XLA_PROCESS_ID"]),
+        local_device_ids=None if local is None else [int(local)])
+
+
+def process_count() -> int:
+    return jax.process_count() if jax.distributed.is_initialized() else 1
+
+
+def process_index() -> int:
+    return jax.process_index() if jax.distributed.is_initialized() else 0
+
+
+def local_process_index() -> int:
+    return int(os.environ.get("TORCH_XLA_LOCAL_PROCESS_ID", process_index()))
+
+
+def global_devices():
+    """Every device of the runtime, ordered by process, then as each process numbers them."""
+    jax_devices()
+    platform = _PLATFORMS[device_type()]
+    return tuple(sorted(jax.devices(platform), key=lambda d: (d.process_index, d.id)))
+
+
+# Replicas: the local devices that run the same program in step (one per process under
+# xmp.spawn; DataParallel's devices while it runs), and each thread's own device.
+_replicas = [(0,)]
+_thread = threading.local()
+
+
+def replicas():
+    """Local indices of the devices taking part in replication in this process."""
+    return _replicas[0]
+
+
+def set_replicas(indices) -> None:
+    _replicas[0] = tuple(indices)
+
+
+def thread_device():
+    """The device index this thread drives (DataParallel), or None."""
+    return getattr(_thread, "device", None)
+
+
+def set_thread_device(index) -> None:
+    _thread.device = index
+
+
+def world_size() -> int:
+    return process_count() * len(replicas())
+
+
+def local_position() -> int:
+    """This thread's position among the local replicas."""
+    device = thread_device()
+    return replicas().index(0 if device is None else device)
+
+
+def global_ordinal() -> int:
+    return process_index() * len(replicas()) + local_position()
+
+
+def local_ordinal() -> int:
+    return local_process_index() * len(replicas()) + local_position()
+
+
+def replica_mesh_devices():
+    """The devices of all replicas, in global ordinal order (every process replicating the
+    same local indices)."""
+    by_process = {}
+    for d in global_devices():
+        by_process.setdefault(d.process_index, []).append(d)
+    return [devs[i] for _, devs in sorted(by_process.items()) for i in replicas()]
 
 
 def jax_device(index: int):

@@ -87,13 +87,18 @@ def to_cpu(value: Value) -> torch.Tensor:
 
 
 def live_values(device=None):
-    return [t._value for t in list(_live.values()) if device is None or t._value.device == device]
+    # valuerefs() copies in one step: iterating the dict itself races with other threads
+    # (DataParallel) creating tensors.
+    tensors = [t for t in (r() for r in _live.valuerefs()) if t is not None]
+    return [t._value for t in tensors if device is None or t._value.device == device]
 
 
 def mark_step(device=None) -> None:
     """Materialises every live pending tensor, one program per device, donating buffers that
-    no live tensor holds any more."""
+    no live tensor holds any more. On a DataParallel thread it covers that thread's device."""
     metrics.count("MarkStep")
+    if device is None:
+        device = runtime.thread_device()
     values = live_values(device)
     held = {id(v.data) for v in values if v.data is not None}
     by_device = {}

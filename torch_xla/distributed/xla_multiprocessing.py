@@ -1,0 +1,140 @@
+"""xmp.spawn: one process per XLA device, joined into one runtime by jax.distributed.
+
+Each process drives one device (its `xla:0`) and knows every device of the runtime; collectives
+between them run inside the compiled programs (gloo carries them between CPU processes).
+
+The coordinator (process 0's coordination service) listens on a free loopback port unless
+`TORCH_XLA_COORDINATOR=host:port` is set. Several hosts join one runtime by running `spawn`
+on each with the same `TORCH_XLA_COORDINATOR` (reachable from all of them), and with
+`TORCH_XLA_NUM_HOSTS` (how many) and `TORCH_XLA_HOST_INDEX` (this one's index) set.
+"""
+import multiprocessing
+import multiprocessing.connection
+import os
+import socket
+import sys
+import traceback
+
+from torch_xla._lazy import runtime
+
+
+class ProcessExitedException(RuntimeError):
+    """A spawned process failed: raised an exception (its traceback is in the message) or
+    died with a signal or a nonzero exit code."""
+
+    def __init__(self, msg, error_index, exit_code=None):
+        super().__init__(msg)
+        self.error_index = error_index
+        self.exit_code = exit_code
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _device_count() -> int:
+    if runtime.device_type() == "CPU":
+        return int(os.environ.get("CPU_NUM_DEVICES", "1"))
+    return len(runtime.jax_devices())
+
+
+def _child(index, fn, args, layout, errors):
+    """A spawned process: joins the runtime, runs fn(index, *args). On an error it reports
+    the traceback and leaves at once (os._exit: jax's exit handler would wait for the others
+    at a shutdown barrier)."""
+    try:
+        os.environ.update(layout)
+        if runtime.device_type() == "CPU":
+            os.environ["CPU_NUM_DEVICES"] = "1"
+        else:
+            os.environ["TORCH_XLA_LOCAL_DEVICE"] = str(index)
+        runtime.jax_devices()  # joins the runtime before anything else touches jax
+        fn(index, *args)
+    except BaseException:  # noqa: BLE001  (reported to the parent, which raises it)
+        errors.send(traceback.format_exc())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn"):
+    """Runs `fn(index, *args)` in one process per device (`nprocs=None`: all of them; 1: in
+    this process) and returns when all have ended. When one fails, the others are stopped and
+    `ProcessExitedException` carries its error."""
+    count = _device_count() if nprocs is None else int(nprocs)
+    if count < 1:
+        raise ValueError(f"nprocs must be at least 1, got {nprocs}")
+    hosts = int(os.environ.get("TORCH_XLA_NUM_HOSTS", "1"))
+    if count == 1 and hosts == 1:
+        fn(0, *args)
+        return None
+    host = int(os.environ.get("TORCH_XLA_HOST_INDEX", "0"))
+    coordinator = os.environ.get("TORCH_XLA_COORDINATOR") or f"127.0.0.1:{_free_port()}"
+    ctx = multiprocessing.get_context(start_method)
+    procs, pipes = [], []
+    try:
+        for i in range(count):
+            layout = {"TORCH_XLA_COORDINATOR": coordinator, "TORCH_XLA_NUM_PROCESSES": str(hosts * count),
+                      "TORCH_XLA_PROCESS_ID": str(host * count + i), "TORCH_XLA_LOCAL_PROCESS_ID": str(i)}
+            reader, writer = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_child, args=(i, fn, args, layout, writer), daemon=daemon)
+            p.start()
+            writer.close()
+            procs.append(p)
+            pipes.append(reader)
+        _join(procs, pipes)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join()
+    return None
+
+
+def _join(procs, pipes):
+    """Waits for every process; at the first failure stops the rest and raises its error."""
+    waiting = {p.sentinel: i for i, p in enumerate(procs)}
+    waiting.update({r: i for i, r in enumerate(pipes)})
+    while any(isinstance(w, int) for w in waiting):
+        for ready in multiprocessing.connection.wait(list(waiting)):
+            i = waiting.pop(ready)
+            if not isinstance(ready, int):  # an error report, or end of file
+                try:
+                    error = ready.recv()
+                except EOFError:
+                    continue
+                _stop(procs)
+                raise ProcessExitedException(
+                    f"\n\n-- Process {i} terminated with the following error:\n{error}", i)
+            procs[i].join()
+            code = procs[i].exitcode
+            if code != 0:
+                try:  # it may have reported its error just before exiting
+                    error = pipes[i].recv() if pipes[i].poll(1) else None
+                except EOFError:
+                    error = None
+                _stop(procs)
+                how = f"signal {-code}" if code < 0 else f"exit code {code}"
+                detail = f" with the following error:\n{error}" if error else f" with {how}"
+                raise ProcessExitedException(f"\n\n-- Process {i} terminated{detail}", i, code)
+
+
+def _stop(procs):
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(5)
+
+
+class MpModelWrapper:
+    """Holds a model for `spawn`ed processes (kept for torch_xla compatibility): `to(device)`
+    gives the model on the device."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def to(self, device):
+        return self._model.to(device)
