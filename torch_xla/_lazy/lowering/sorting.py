@@ -1,0 +1,114 @@
+"""Sorting and order statistics: sort, topk, kthvalue, median, nanmedian, mode.
+
+Everything is built on one stable sort of (values, indices) along a dim. NaN sorts above
+every number and -0.0 ties with 0.0 (lax.sort canonicalises both), as in PyTorch.
+Descending order sorts the flipped input ascending and flips the result back, which keeps
+equal elements in their original order (PyTorch's stable descending sort).
+"""
+import jax.numpy as jnp
+from jax import lax
+
+from . import aten, lower
+
+
+def _sort(x, axis, descending=False):
+    n = x.shape[axis]
+    if descending:
+        x = jnp.flip(x, axis)
+    idx = lax.broadcasted_iota(jnp.int64, x.shape, axis)
+    values, indices = lax.sort((x, idx), dimension=axis, is_stable=True, num_keys=1)
+    if descending:
+        values, indices = jnp.flip(values, axis), (n - 1) - jnp.flip(indices, axis)
+    return values, indices
+
+
+def _zero_dim(x):
+    return x, jnp.zeros((), jnp.int64)
+
+
+@lower(aten.sort.default, aten.sort.stable)
+def sort(x, dim=-1, descending=False, stable=None):
+    if x.ndim == 0:
+        return _zero_dim(x)
+    return _sort(x, dim % x.ndim, descending)
+
+
+@lower(aten.topk.default)
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    """The k largest (smallest) in sorted order, which is also a valid unsorted answer."""
+    if x.ndim == 0:
+        return _zero_dim(x)
+    axis = dim % x.ndim
+    values, indices = _sort(x, axis, descending=largest)
+    return (lax.slice_in_dim(values, 0, k, axis=axis),
+            lax.slice_in_dim(indices, 0, k, axis=axis))
+
+
+def _pick(sorted_pair, pos, axis, keepdim):
+    """The elements at per-row positions `pos` (shaped like the input, size 1 at `axis`)."""
+    out = tuple(jnp.take_along_axis(a, pos, axis=axis) for a in sorted_pair)
+    return out if keepdim else tuple(jnp.squeeze(a, axis) for a in out)
+
+
+@lower(aten.kthvalue.default)
+def kthvalue(x, k, dim=-1, keepdim=False):
+    if x.ndim == 0:
+        return _zero_dim(x)
+    axis = dim % x.ndim
+    pair = _sort(x, axis)
+    pos = jnp.full(pair[0].shape[:axis] + (1,) + pair[0].shape[axis + 1:], k - 1, jnp.int64)
+    return _pick(pair, pos, axis, keepdim)
+
+
+def _median(x, axis, keepdim, ignore_nan):
+    """The lower median. With NaNs: median gives the first NaN (value and index);
+    nanmedian the lower median of the others (the middle NaN when all are NaN)."""
+    pair = _sort(x, axis)
+    n = x.shape[axis]
+    nans = jnp.sum(jnp.isnan(x), axis=axis, keepdims=True, dtype=jnp.int64)
+    if ignore_nan:
+        pos = jnp.where(nans < n, (n - nans - 1) // 2, (n - 1) // 2)
+    else:
+        pos = jnp.where(nans > 0, n - nans, (n - 1) // 2)
+    return _pick(pair, pos, axis, keepdim)
+
+
+@lower(aten.median.default)
+def median(x):
+    return _median(x.reshape(-1), 0, False, ignore_nan=False)[0]
+
+
+@lower(aten.nanmedian.default)
+def nanmedian(x):
+    return _median(x.reshape(-1), 0, False, ignore_nan=True)[0]
+
+
+@lower(aten.median.dim)
+def median_dim(x, dim, keepdim=False):
+    if x.ndim == 0:
+        return _zero_dim(x)
+    return _median(x, dim % x.ndim, keepdim, ignore_nan=False)
+
+
+@lower(aten.nanmedian.dim)
+def nanmedian_dim(x, dim, keepdim=False):
+    if x.ndim == 0:
+        return _zero_dim(x)
+    return _median(x, dim % x.ndim, keepdim, ignore_nan=True)
+
+
+@lower(aten.mode.default)
+def mode(x, dim=-1, keepdim=False):
+    """The most frequent value (the smallest on ties) and the index of its last occurrence:
+    run lengths over the stably sorted values; the first position reaching the longest run
+    ends the smallest such run."""
+    if x.ndim == 0:
+        return _zero_dim(x)
+    axis = dim % x.ndim
+    values, indices = _sort(x, axis)
+    iota = lax.broadcasted_iota(jnp.int64, x.shape, axis)
+    prev = jnp.roll(values, 1, axis)
+    starts = jnp.where((iota == 0) | (values != prev), iota, 0)
+    run = iota - lax.cummax(starts, axis=axis) + 1
+    pos = jnp.argmax(run, axis=axis, keepdims=True)
+    return _pick((values, indices), pos, axis, keepdim)
