@@ -290,17 +290,18 @@ def save(data, file_or_path, master_only: bool = True, global_master: bool = Fal
 
     With `master_only` only the master process writes: the process whose local ordinal
     (or with `global_master`, global ordinal) is 0. A path is written atomically (see
-    `_atomic_save`); a file object is written as is.
+    `_atomic_save`); a file object is written as is. Every process waits for the others
+    (a rendezvous) before returning, so the file exists when any of them goes on.
     """
     import torch_xla.runtime as xr
     ordinal = xr.global_ordinal() if global_master else xr.local_ordinal()
-    if master_only and ordinal != 0:
-        return
-    cpu_data = _to_cpu_data(data)
-    if isinstance(file_or_path, (str, bytes, os.PathLike)):
-        _atomic_save(cpu_data, file_or_path)
-    else:
-        torch.save(cpu_data, file_or_path)
+    if not master_only or ordinal == 0:
+        cpu_data = _to_cpu_data(data)
+        if isinstance(file_or_path, (str, bytes, os.PathLike)):
+            _atomic_save(cpu_data, file_or_path)
+        else:
+            torch.save(cpu_data, file_or_path)
+    rendezvous("torch_xla.core.xla_model.save")
 
 
 # ---- the program that would run ----------------------------------------------------------
