@@ -1,32 +1,57 @@
-"""Elementwise ops: arithmetic, comparisons, logic and unary math, with PyTorch's promotion."""
+"""Elementwise ops: arithmetic, comparisons, logic, unary math and activations (with the
+backward ops autograd emits for them), with PyTorch's promotion.
+
+Every op whose decomposition would end in `prims.*` ops is lowered here directly, and so
+are activations whose decomposition is longer than the formula. Float ops compute
+integer and bool inputs in float32, and float16/bfloat16 inputs in float32 as PyTorch's
+CPU kernels do (the engine rounds the result to the op's dtype).
+"""
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import aten, lower
-from ._types import cast, float_of, result_type
+from ._types import cast, float_of, promote, result_type
 
+_special = jax.scipy.special
+_F32 = np.dtype("float32")
+
+
+def _is_int(dtype) -> bool:
+    return jnp.issubdtype(dtype, jnp.integer)
+
+
+def _is_bool(dtype) -> bool:
+    return dtype == np.bool_
+
+
+def _opmath(dtype):
+    """The dtype a float op computes in: float32 for ints, bools and half types."""
+    dtype = float_of(dtype)
+    return _F32 if dtype.itemsize < 4 and not jnp.issubdtype(dtype, jnp.complexfloating) else dtype
+
+
+def _zero(x):
+    return jnp.zeros((), x.dtype)
+
+
+# ---- arithmetic ------------------------------------------------------------------------------
 
 def _binary(fn):
     def lowering(x, y, alpha=None):
-        dtype = result_type(x, y)
-        x, y = cast(x, dtype), cast(y, dtype)
+        x, y = promote(x, y)
         if alpha is not None:
-            y = y * cast(alpha, dtype)
+            y = y * cast(alpha, y.dtype)
         return fn(x, y)
     return lowering
 
 
-def _compare(fn):
+def _float_binary(fn):
     def lowering(x, y):
-        dtype = result_type(x, y)
+        dtype = _opmath(result_type(x, y))
         return fn(cast(x, dtype), cast(y, dtype))
-    return lowering
-
-
-def _float_unary(fn):
-    def lowering(x):
-        return fn(cast(x, float_of(x.dtype)))
     return lowering
 
 
@@ -35,41 +60,63 @@ lower(aten.sub.Tensor, aten.sub.Scalar)(_binary(jnp.subtract))
 lower(aten.mul.Tensor, aten.mul.Scalar)(_binary(jnp.multiply))
 lower(aten.maximum.default)(_binary(jnp.maximum))
 lower(aten.minimum.default)(_binary(jnp.minimum))
-lower(aten.eq.Tensor, aten.eq.Scalar)(_compare(jnp.equal))
-lower(aten.ne.Tensor, aten.ne.Scalar)(_compare(jnp.not_equal))
-lower(aten.lt.Tensor, aten.lt.Scalar)(_compare(jnp.less))
-lower(aten.le.Tensor, aten.le.Scalar)(_compare(jnp.less_equal))
-lower(aten.gt.Tensor, aten.gt.Scalar)(_compare(jnp.greater))
-lower(aten.ge.Tensor, aten.ge.Scalar)(_compare(jnp.greater_equal))
+lower(aten.fmax.default)(_binary(jnp.fmax))
+lower(aten.fmin.default)(_binary(jnp.fmin))
+lower(aten.fmod.Tensor, aten.fmod.Scalar)(_binary(jnp.fmod))
+lower(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(_binary(jnp.remainder))
+lower(aten.copysign.Tensor, aten.copysign.Scalar)(_float_binary(jnp.copysign))
+lower(aten.atan2.default)(_float_binary(jnp.arctan2))
+lower(aten.hypot.default)(_float_binary(jnp.hypot))
+lower(aten.logaddexp.default)(_float_binary(jnp.logaddexp))
+lower(aten.logaddexp2.default)(_float_binary(jnp.logaddexp2))
+lower(aten.nextafter.default)(_binary(jnp.nextafter))
 
 
 @lower(aten.rsub.Tensor, aten.rsub.Scalar)
 def rsub(x, y, alpha=1):
-    dtype = result_type(x, y)
-    return cast(y, dtype) - cast(x, dtype) * cast(alpha, dtype)
+    x, y = promote(x, y)
+    return y - x * cast(alpha, x.dtype)
 
 
 @lower(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div(x, y, rounding_mode=None):
-    dtype = result_type(x, y)
     if rounding_mode is None:
-        dtype = float_of(dtype)
+        dtype = float_of(result_type(x, y))
         return cast(x, dtype) / cast(y, dtype)
-    x, y = cast(x, dtype), cast(y, dtype)
+    x, y = promote(x, y)
     if rounding_mode == "trunc":
-        return jnp.trunc(x / y) if jnp.issubdtype(dtype, jnp.floating) else _int_trunc_div(x, y)
-    return jnp.floor_divide(x, y) if not jnp.issubdtype(dtype, jnp.floating) else jnp.floor(x / y)
+        return jax.lax.div(*jnp.broadcast_arrays(x, y)) if _is_int(x.dtype) else jnp.trunc(x / y)
+    return jnp.floor_divide(x, y) if _is_int(x.dtype) else _float_floor_div(x, y)
 
 
-def _int_trunc_div(x, y):
-    q = jnp.floor_divide(x, y)
-    return jnp.where((q < 0) & (q * y != x), q + 1, q)
+def _float_floor_div(x, y):
+    """PyTorch's floor division of floats: from the exact remainder, so 1 // 0.1 is 9, with
+    a signed zero for zero quotients and x / y for y == 0."""
+    mod = jnp.fmod(x, y)
+    q = (x - mod) / y
+    q = jnp.where((mod != 0) & ((y < 0) != (mod < 0)), q - 1, q)
+    fq = jnp.floor(q)
+    fq = jnp.where(q - fq > 0.5, fq + 1, fq)
+    true_q = x / y
+    fq = jnp.where(q == 0, jnp.copysign(_zero(q), true_q), fq)
+    return jnp.where(y == 0, true_q, fq)
+
+
+@lower(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(x, y):
+    return div(x, y, "floor")
 
 
 @lower(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def pow_(x, y):
-    dtype = result_type(x, y)
-    return jnp.power(cast(x, dtype), cast(y, dtype))
+    x, y = promote(x, y)
+    out = jnp.power(x, y)
+    if not _is_int(x.dtype):
+        return out
+    # Negative integer powers: 1 for base 1, +-1 for base -1, 0 otherwise.
+    one = jnp.ones((), x.dtype)
+    neg = jnp.where(x == 1, one, jnp.where(x == -1, jnp.where(y % 2 == 0, one, -one), _zero(x)))
+    return jnp.where(y < 0, neg, out)
 
 
 @lower(aten.neg.default)
@@ -82,24 +129,432 @@ def abs_(x):
     return jnp.abs(x)
 
 
+@lower(aten.sign.default, aten.sgn.default)
+def sign(x):
+    if _is_bool(x.dtype):
+        return x
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return jnp.where(x == 0, _zero(x), x / jnp.abs(x))
+    return jnp.where(jnp.isnan(x), _zero(x), jnp.sign(x))  # sign(nan) is 0 in PyTorch
+
+
+@lower(aten.lerp.Scalar, aten.lerp.Tensor)
+def lerp(start, end, weight):
+    """PyTorch's two-sided formula: exact at both ends."""
+    start, end, weight = promote(start, end, weight)
+    diff = end - start
+    return jnp.where(jnp.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
+
+
+@lower(aten.addcmul.default)
+def addcmul(x, t1, t2, value=1):
+    x, t1, t2 = promote(x, t1, t2)
+    return x + cast(value, x.dtype) * t1 * t2
+
+
+@lower(aten.addcdiv.default)
+def addcdiv(x, t1, t2, value=1):
+    x, t1, t2 = promote(x, t1, t2)
+    return x + cast(value, x.dtype) * (t1 / t2)
+
+
+@lower(aten.clamp.default, aten.clamp.Tensor)
+def clamp(x, min=None, max=None):
+    """NaN in the input or a bound propagates; min > max gives max."""
+    x, lo, hi = promote(x, min, max)
+    if lo is not None:
+        x = jnp.maximum(x, lo)
+    if hi is not None:
+        x = jnp.minimum(x, hi)
+    return x
+
+
+@lower(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(x, min):
+    return clamp(x, min=min)
+
+
+@lower(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(x, max):
+    return clamp(x, max=max)
+
+
+@lower(aten.xlogy.Tensor, aten.xlogy.Scalar_Self, aten.xlogy.Scalar_Other)
+def xlogy(x, y):
+    """0 where x == 0, unless y is NaN."""
+    dtype = _opmath(result_type(x, y))
+    x, y = cast(x, dtype), cast(y, dtype)
+    out = jnp.where(x == 0, _zero(x), x * jnp.log(y))
+    return jnp.where(jnp.isnan(y), y, out)
+
+
+@lower(aten.frac.default)
+def frac(x):
+    return x - jnp.trunc(x)
+
+
+def _rounding(fn):
+    def lowering(x):
+        return x if not jnp.issubdtype(x.dtype, jnp.floating) else fn(x)
+    return lowering
+
+
+lower(aten.trunc.default)(_rounding(jnp.trunc))
+lower(aten.floor.default)(_rounding(jnp.floor))
+lower(aten.ceil.default)(_rounding(jnp.ceil))
+lower(aten.round.default)(_rounding(jnp.round))  # half to even, as PyTorch's nearbyint
+
+
+@lower(aten.round.decimals)
+def round_decimals(x, decimals=0):
+    scale = jnp.asarray(10.0 ** abs(decimals), x.dtype)
+    if decimals < 0:
+        return jnp.round(x / scale) * scale
+    return jnp.round(x * scale) / scale
+
+
+@lower(aten.heaviside.default)
+def heaviside(x, values):
+    """values where x == 0, else (x > 0); NaN gives 0."""
+    return jnp.where(x == 0, values, (x > 0).astype(x.dtype))
+
+
+@lower(aten.nan_to_num.default)
+def nan_to_num(x, nan=None, posinf=None, neginf=None):
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return x
+    info = jnp.finfo(x.dtype)
+    x = jnp.where(jnp.isnan(x), jnp.asarray(0.0 if nan is None else nan, x.dtype), x)
+    x = jnp.where(x == jnp.inf, jnp.asarray(info.max if posinf is None else posinf, x.dtype), x)
+    return jnp.where(x == -jnp.inf, jnp.asarray(info.min if neginf is None else neginf, x.dtype), x)
+
+
+lower(aten.isnan.default)(jnp.isnan)
+lower(aten.isinf.default)(jnp.isinf)
+lower(aten.isfinite.default)(jnp.isfinite)
+lower(aten.isposinf.default)(jnp.isposinf)
+lower(aten.isneginf.default)(jnp.isneginf)
+lower(aten.signbit.default)(jnp.signbit)
+
+
+@lower(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def where(cond, x, y):
+    x, y = promote(x, y)
+    return jnp.where(cond, x, y)
+
+
+# ---- comparisons and logic -------------------------------------------------------------------
+
+def _compare(fn):
+    def lowering(x, y):
+        return fn(*promote(x, y))
+    return lowering
+
+
+for _op, _fn in [(aten.eq, jnp.equal), (aten.ne, jnp.not_equal), (aten.lt, jnp.less),
+                 (aten.le, jnp.less_equal), (aten.gt, jnp.greater), (aten.ge, jnp.greater_equal)]:
+    lower(_op.Tensor, _op.Scalar)(_compare(_fn))
+
+
+def _truth(x):
+    return x if _is_bool(x.dtype) else x != 0
+
+
+def _logical(fn):
+    def lowering(x, y):
+        return fn(_truth(x), _truth(y))
+    return lowering
+
+
+lower(aten.logical_and.default)(_logical(jnp.logical_and))
+lower(aten.logical_or.default)(_logical(jnp.logical_or))
+lower(aten.logical_xor.default)(_logical(jnp.logical_xor))
+
+
+@lower(aten.logical_not.default)
+def logical_not(x):
+    return jnp.logical_not(_truth(x))
+
+
+lower(aten.bitwise_and, aten.__and__)(_binary(jnp.bitwise_and))
+lower(aten.bitwise_or, aten.__or__)(_binary(jnp.bitwise_or))
+lower(aten.bitwise_xor, aten.__xor__)(_binary(jnp.bitwise_xor))
+lower(aten.bitwise_not.default)(jnp.invert)
+# XLA's shifts already give PyTorch's results for shift amounts < 0 or >= the bit width:
+# 0 to the left, the sign to the right (arithmetic for signed types, logical for uint8).
+lower(aten.bitwise_left_shift, aten.__lshift__)(_binary(jnp.left_shift))
+lower(aten.bitwise_right_shift, aten.__rshift__)(_binary(jnp.right_shift))
+
+
+# ---- unary math ------------------------------------------------------------------------------
+
+def _float_unary(fn):
+    def lowering(x):
+        return fn(cast(x, _opmath(x.dtype)))
+    return lowering
+
+
+def _digamma(x):
+    # PyTorch: -inf at +0, +inf at -0 (jax gives NaN at zero).
+    return jnp.where(x == 0, jnp.copysign(jnp.asarray(jnp.inf, x.dtype), -x), jax.lax.digamma(x))
+
+
+for _op, _fn in [
+        (aten.exp, jnp.exp), (aten.exp2, jnp.exp2), (aten.expm1, jnp.expm1),
+        (aten.log, jnp.log), (aten.log2, jnp.log2), (aten.log10, jnp.log10), (aten.log1p, jnp.log1p),
+        (aten.sqrt, jnp.sqrt), (aten.rsqrt, jax.lax.rsqrt), (aten.reciprocal, jnp.reciprocal),
+        (aten.sin, jnp.sin), (aten.cos, jnp.cos), (aten.tan, jnp.tan),
+        (aten.asin, jnp.arcsin), (aten.acos, jnp.arccos), (aten.atan, jnp.arctan),
+        (aten.sinh, jnp.sinh), (aten.cosh, jnp.cosh), (aten.tanh, jnp.tanh),
+        (aten.asinh, jnp.arcsinh), (aten.acosh, jnp.arccosh), (aten.atanh, jnp.arctanh),
+        (aten.erf, jax.lax.erf), (aten.erfc, jax.lax.erfc), (aten.erfinv, jax.lax.erf_inv),
+        (aten.lgamma, jax.lax.lgamma), (aten.digamma, _digamma), (aten.i0, _special.i0),
+        (aten.sigmoid, jax.nn.sigmoid), (aten.sinc, jnp.sinc),
+        (aten.deg2rad, jnp.deg2rad), (aten.rad2deg, jnp.rad2deg)]:
+    lower(_op.default)(_float_unary(_fn))
+
+
+@lower(aten.polygamma.default)
+def polygamma(n, x):
+    x = cast(x, _opmath(x.dtype))
+    return _digamma(x) if n == 0 else _special.polygamma(n, x)
+
+
+@lower(aten.logit.default)
+def logit(x, eps=None):
+    x = cast(x, _opmath(x.dtype))
+    if eps is not None:
+        x = jnp.clip(x, eps, 1 - eps)
+    return jnp.log(x / (1 - x))
+
+
+@lower(aten.angle.default)
+def angle(x):
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return jnp.angle(x)
+    x = cast(x, _opmath(x.dtype))
+    return jnp.where(x < 0, jnp.asarray(math.pi, x.dtype), jnp.where(jnp.isnan(x), x, _zero(x)))
+
+
+lower(aten.conj_physical.default)(jnp.conj)
+
+
+# ---- activations and their backward ops ------------------------------------------------------
+
 @lower(aten.relu.default)
 def relu(x):
-    return jnp.maximum(x, jnp.zeros((), x.dtype))
+    return jnp.maximum(x, _zero(x))
 
 
-@lower(aten.where.self)
-def where(cond, x, y):
-    dtype = result_type(x, y)
-    return jnp.where(cond, cast(x, dtype), cast(y, dtype))
+@lower(aten.threshold.default)
+def threshold(x, threshold, value):
+    return jnp.where(x <= cast(threshold, x.dtype), cast(value, x.dtype), x)
 
 
 @lower(aten.threshold_backward.default)
 def threshold_backward(grad, x, threshold):
-    return jnp.where(x <= cast(threshold, x.dtype), jnp.zeros((), grad.dtype), grad)
+    return jnp.where(x <= cast(threshold, x.dtype), _zero(grad), grad)
 
 
-for _op, _fn in [(aten.exp, jnp.exp), (aten.log, jnp.log), (aten.sqrt, jnp.sqrt),
-                 (aten.rsqrt, jax.lax.rsqrt), (aten.sin, jnp.sin), (aten.cos, jnp.cos),
-                 (aten.tanh, jnp.tanh), (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
-                 (aten.log1p, jnp.log1p), (aten.expm1, jnp.expm1), (aten.reciprocal, jnp.reciprocal)]:
-    lower(_op.default)(_float_unary(_fn))
+_SQRT1_2 = 1 / math.sqrt(2)
+_GELU_BETA = math.sqrt(2 / math.pi)
+_GELU_KAPPA = 0.044715
+
+
+@lower(aten.gelu.default)
+def gelu(x, approximate="none"):
+    x = cast(x, _opmath(x.dtype))
+    if approximate == "tanh":
+        return 0.5 * x * (1 + jnp.tanh(_GELU_BETA * (x + _GELU_KAPPA * x * x * x)))
+    return 0.5 * x * (1 + jax.lax.erf(x * _SQRT1_2))
+
+
+@lower(aten.gelu_backward.default)
+def gelu_backward(grad, x, approximate="none"):
+    dtype = _opmath(x.dtype)
+    grad, x = cast(grad, dtype), cast(x, dtype)
+    if approximate == "tanh":
+        t = jnp.tanh(_GELU_BETA * (x + _GELU_KAPPA * x * x * x))
+        d_inner = _GELU_BETA * (1 + 3 * _GELU_KAPPA * x * x)
+        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
+    cdf = 0.5 * (1 + jax.lax.erf(x * _SQRT1_2))
+    pdf = jnp.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return grad * (cdf + x * pdf)
+
+
+@lower(aten.silu.default)
+def silu(x):
+    x = cast(x, _opmath(x.dtype))
+    return x * jax.nn.sigmoid(x)
+
+
+@lower(aten.silu_backward.default)
+def silu_backward(grad, x):
+    dtype = _opmath(x.dtype)
+    grad, x = cast(grad, dtype), cast(x, dtype)
+    s = jax.nn.sigmoid(x)
+    return grad * s * (1 + x * (1 - s))
+
+
+@lower(aten.sigmoid_backward.default)
+def sigmoid_backward(grad, out):
+    return grad * (1 - out) * out
+
+
+@lower(aten.tanh_backward.default)
+def tanh_backward(grad, out):
+    return grad * (1 - out * out)
+
+
+@lower(aten.elu.default)
+def elu(x, alpha=1, scale=1, input_scale=1):
+    x = cast(x, _opmath(x.dtype))
+    alpha, scale, input_scale = (cast(v, x.dtype) for v in (alpha, scale, input_scale))
+    return jnp.where(x > 0, x * scale, jnp.expm1(x * input_scale) * alpha * scale)
+
+
+@lower(aten.elu_backward.default)
+def elu_backward(grad, alpha, scale, input_scale, is_result, x):
+    """`x` is elu's output when `is_result` (in-place elu_), else its input."""
+    dtype = _opmath(x.dtype)
+    grad, x = cast(grad, dtype), cast(x, dtype)
+    alpha, scale, input_scale = (cast(v, dtype) for v in (alpha, scale, input_scale))
+    if is_result:
+        neg = grad * input_scale * (x + alpha * scale)
+    else:
+        neg = grad * input_scale * alpha * scale * jnp.exp(x * input_scale)
+    return jnp.where(x <= 0, neg, grad * scale)
+
+
+@lower(aten.leaky_relu.default)
+def leaky_relu(x, negative_slope=0.01):
+    return jnp.where(x > 0, x, x * cast(negative_slope, x.dtype))
+
+
+@lower(aten.leaky_relu_backward.default)
+def leaky_relu_backward(grad, x, negative_slope, self_is_result):
+    return jnp.where(x > 0, grad, grad * cast(negative_slope, grad.dtype))
+
+
+@lower(aten.hardtanh.default)
+def hardtanh(x, min_val=-1, max_val=1):
+    return clamp(x, min_val, max_val)
+
+
+@lower(aten.hardtanh_backward.default)
+def hardtanh_backward(grad, x, min_val, max_val):
+    inside = (x > cast(min_val, x.dtype)) & (x < cast(max_val, x.dtype))
+    return jnp.where(inside, grad, _zero(grad))
+
+
+@lower(aten.hardsigmoid.default)
+def hardsigmoid(x):
+    x = cast(x, _opmath(x.dtype))
+    return jnp.clip(x + 3, 0, 6) / 6
+
+
+@lower(aten.hardsigmoid_backward.default)
+def hardsigmoid_backward(grad, x):
+    return jnp.where((x > -3) & (x < 3), grad * (1 / 6), _zero(grad))
+
+
+@lower(aten.hardswish.default)
+def hardswish(x):
+    x = cast(x, _opmath(x.dtype))
+    return x * jnp.clip(x + 3, 0, 6) / 6
+
+
+@lower(aten.hardswish_backward.default)
+def hardswish_backward(grad, x):
+    dtype = _opmath(x.dtype)
+    grad, x = cast(grad, dtype), cast(x, dtype)
+    return jnp.where(x <= -3, _zero(grad), jnp.where(x < 3, grad * (x / 3 + 0.5), grad))
+
+
+@lower(aten.softplus.default)
+def softplus(x, beta=1, threshold=20):
+    x = cast(x, _opmath(x.dtype))
+    bx = x * cast(beta, x.dtype)
+    return jnp.where(bx > cast(threshold, x.dtype), x, jnp.log1p(jnp.exp(bx)) / cast(beta, x.dtype))
+
+
+@lower(aten.softplus_backward.default)
+def softplus_backward(grad, x, beta, threshold):
+    dtype = _opmath(x.dtype)
+    grad, x = cast(grad, dtype), cast(x, dtype)
+    bx = x * cast(beta, dtype)
+    z = jnp.exp(bx)
+    return jnp.where(bx > cast(threshold, dtype), grad, grad * z / (z + 1))
+
+
+@lower(aten.mish.default)
+def mish(x):
+    x = cast(x, _opmath(x.dtype))
+    return x * jnp.tanh(jnp.log1p(jnp.exp(x)))
+
+
+@lower(aten.mish_backward.default)
+def mish_backward(grad, x):
+    dtype = _opmath(x.dtype)
+    grad, x = cast(grad, dtype), cast(x, dtype)
+    t = jnp.tanh(jnp.log1p(jnp.exp(x)))
+    return grad * (t + x * jax.nn.sigmoid(x) * (1 - t * t))
+
+
+@lower(aten.log_sigmoid_forward.default)
+def log_sigmoid_forward(x):
+    """(output, buffer): the buffer holds exp(-|x|), as PyTorch's CPU kernel."""
+    x = cast(x, _opmath(x.dtype))
+    z = jnp.exp(-jnp.abs(x))
+    return jnp.minimum(x, _zero(x)) - jnp.log1p(z), z
+
+
+@lower(aten.log_sigmoid_backward.default)
+def log_sigmoid_backward(grad, x, buffer):
+    """Recomputed from x: the buffer may be empty (PyTorch's CUDA kernel leaves it so)."""
+    dtype = _opmath(x.dtype)
+    grad, x = cast(grad, dtype), cast(x, dtype)
+    z = jnp.exp(-jnp.abs(x))
+    neg = x < 0
+    return grad * (jnp.where(neg, 1, 0).astype(dtype) - jnp.where(neg, 1, -1).astype(dtype) * z / (1 + z))
+
+
+@lower(aten._prelu_kernel.default)
+def prelu_kernel(x, weight):
+    return jnp.where(x > 0, x, weight * x)
+
+
+@lower(aten._prelu_kernel_backward.default)
+def prelu_kernel_backward(grad, x, weight):
+    """(grad_input, grad_weight), both of x's broadcast shape; PyTorch sums the latter."""
+    pos = x > 0
+    return jnp.where(pos, grad, weight * grad), jnp.where(pos, _zero(x), x * grad)
+
+
+@lower(aten.glu.default)
+def glu(x, dim=-1):
+    a, b = jnp.split(x, 2, axis=dim)
+    return a * jax.nn.sigmoid(b)
+
+
+@lower(aten.glu_backward.default)
+def glu_backward(grad, x, dim):
+    a, b = jnp.split(x, 2, axis=dim)
+    s = jax.nn.sigmoid(b)
+    return jnp.concatenate([grad * s, grad * a * s * (1 - s)], axis=dim % x.ndim)
+
+
+@lower(aten.hardshrink.default)
+def hardshrink(x, lambd=0.5):
+    return jnp.where(jnp.abs(x) <= cast(lambd, x.dtype), _zero(x), x)
+
+
+@lower(aten.softshrink.default)
+def softshrink(x, lambd=0.5):
+    lambd = cast(lambd, x.dtype)
+    return jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, _zero(x)))
+
+
+@lower(aten.hardshrink_backward.default, aten.softshrink_backward.default)
+def shrink_backward(grad, x, lambd):
+    return jnp.where(jnp.abs(x) <= cast(lambd, x.dtype), _zero(grad), grad)
