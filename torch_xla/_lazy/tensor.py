@@ -7,6 +7,7 @@ engine below only ever sees values, never aliasing. An `XLATensor`'s own metadat
 contiguous, with the shape and dtype of its value.
 """
 import itertools
+import threading
 import weakref
 
 import torch
@@ -17,6 +18,17 @@ from .ir import Value
 # Every XLATensor alive, in creation order (a stable order keeps graph keys stable).
 _live = weakref.WeakValueDictionary()
 _ids = itertools.count()
+
+
+class _Nesting(threading.local):
+    depth = 0  # engine dispatches running on this thread (1: the op came from user code)
+
+
+_nesting = _Nesting()
+
+
+def dispatch_depth() -> int:
+    return _nesting.depth
 
 
 class XLATensor(torch.Tensor):
@@ -34,7 +46,11 @@ class XLATensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         from .dispatch import dispatch
-        return dispatch(func, args, kwargs or {})
+        _nesting.depth += 1
+        try:
+            return dispatch(func, args, kwargs or {})
+        finally:
+            _nesting.depth -= 1
 
     def __repr__(self):
         return f"XLATensor({list(self.shape)}, {self.dtype}, xla:{self._value.device})"
