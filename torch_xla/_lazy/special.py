@@ -79,6 +79,13 @@ def _equal(a, b):
     return bool(_local_scalar_dense(dispatch(aten.all.default, (dispatch(aten.eq.Tensor, (a, b), {}),), {})))
 
 
+def _linalg_check_errors(info, api_name, is_matrix):
+    """PyTorch's error for a failed factorization (`info` != 0): one bool read from the
+    device (a sync, as on CUDA), then PyTorch's own check on the CPU for its message."""
+    if _local_scalar_dense(dispatch(aten.any.default, (info,), {})):
+        torch.ops.aten._linalg_check_errors(to_cpu(info._value), api_name, is_matrix=is_matrix)
+
+
 def _lift_fresh(x):
     """`torch.tensor(data, device='xla')` makes its tensor below functionalization; lifted
     from user code, it becomes a functional tensor like every tensor users hold (inside the
@@ -124,6 +131,7 @@ SPECIAL = {
     aten.lift_fresh_copy.default: _alias,
     aten.clone.default: _alias,
     aten.equal.default: _equal,
+    aten._linalg_check_errors.default: _linalg_check_errors,
     aten._propagate_xla_data.default: _propagate_xla_data,
     aten.resize_.default: _resize,
     aten.native_batch_norm.default: _native_batch_norm,
