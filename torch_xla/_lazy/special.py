@@ -95,6 +95,37 @@ def _lift_fresh(x):
     return wrap(x._value)
 
 
+def _indices(x, indices, masks):
+    """index/index_put's indices on x's device (PyTorch lets them live on the CPU), with
+    boolean masks turned into the int indices of their True positions when `masks` is
+    false (an eager `nonzero`: the result's shape depends on them)."""
+    out = []
+    for i in indices:
+        if i is not None and not isinstance(i, XLATensor):
+            i = wrap(from_cpu(i, x._value.device))
+        if i is not None and not masks and i.dtype in (torch.bool, torch.uint8):
+            nz = dispatch(aten.nonzero.default, (i,), {})
+            out.extend(dispatch(aten.select_copy.int, (nz, 1, d), {}) for d in range(i.dim()))
+            continue
+        out.append(i)
+    return out
+
+
+def _index(func):
+    def index(x, indices):
+        return trace(func, REGISTRY[func], (x, _indices(x, indices, False)), {})
+    return index
+
+
+def _index_put(func):
+    def index_put(x, indices, values, accumulate=False):
+        # A lone boolean mask is lowered statically (its result has x's shape).
+        lone_mask = sum(i is not None for i in indices) == 1 and any(
+            i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
+        return trace(func, REGISTRY[func], (x, _indices(x, indices, lone_mask), values, accumulate), {})
+    return index_put
+
+
 def _propagate_xla_data(*args):
     return None
 
@@ -134,5 +165,9 @@ SPECIAL = {
     aten._linalg_check_errors.default: _linalg_check_errors,
     aten._propagate_xla_data.default: _propagate_xla_data,
     aten.resize_.default: _resize,
+    aten.index.Tensor: _index(aten.index.Tensor),
+    aten._unsafe_index.Tensor: _index(aten._unsafe_index.Tensor),
+    aten.index_put.default: _index_put(aten.index_put.default),
+    aten._unsafe_index_put.default: _index_put(aten._unsafe_index_put.default),
     aten.native_batch_norm.default: _native_batch_norm,
 }
