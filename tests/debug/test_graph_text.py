@@ -1,0 +1,82 @@
+"""Seeing inside the graph: IR text, StableHLO/HLO, dot, XLA_SAVE_TENSORS_FILE, XLA_FLAGS."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+import torch_xla._XLAC as XLAC
+import torch_xla.core.xla_model as xm
+from tests.conftest import compiles
+from torch_xla._lazy.tensor import unwrap
+
+
+def _graph(dev):
+    a = torch.randn(2, 3, device=dev)
+    b = torch.randn(3, 2, device=dev)
+    xm.mark_step()
+    return a, b, (a.mm(b) + 1).relu()
+
+
+def test_ir_text_lists_the_pending_ops_without_running_them(dev):
+    a, b, c = _graph(dev)
+    before = compiles()
+    text = XLAC._get_xla_tensors_text([c])
+    lines = text.strip().splitlines()
+    assert lines[0] == "IR {" and lines[-1] == "}"
+    assert re.fullmatch(r"  %0 = aten.mm.default\((p0, p1|p1, p0)\) -> \(\[2, 2\]:float32\)", lines[1])
+    assert "aten.add.Tensor(%0, $0)" in lines[2] and "aten.relu.default(%1)" in lines[3]
+    assert lines[4].strip() == "ROOT (%2)"
+    assert compiles() == before and unwrap(c)._value.pending
+    expected = (a.cpu().mm(b.cpu()) + 1).relu()
+    torch.testing.assert_close(c.cpu(), expected)
+    assert "no pending computation" in XLAC._get_xla_tensors_text([c])
+
+
+def test_stablehlo_and_hlo_of_the_program_that_would_run(dev):
+    _, _, c = _graph(dev)
+    before = compiles()
+    stablehlo = xm.get_stablehlo([c])
+    assert stablehlo.startswith("module @") and "stablehlo.dot_general" in stablehlo
+    assert "tensor<2x3xf32>" in stablehlo and "stablehlo.maximum" in stablehlo
+    assert xm.get_stablehlo() == stablehlo  # default: every pending tensor (only c here)
+    assert XLAC._get_stablehlo([c]) == stablehlo
+    hlo = XLAC._get_xla_tensors_hlo([c])
+    assert hlo.startswith("HloModule") and " dot(" in hlo and "f32[2,3]" in hlo
+    assert compiles() == before and unwrap(c)._value.pending
+
+
+def test_dot_graph(dev):
+    _, _, c = _graph(dev)
+    dot = XLAC._get_xla_tensors_dot([c])
+    assert dot.startswith("digraph G {") and dot.rstrip().endswith("}")
+    assert 'n0 [label="aten.mm.default\\n[2, 2]:float32"];' in dot
+    assert re.search(r"p[01] -> n0 \[label=\"0\"\]", dot) and re.search(r"p[01] -> n0 \[label=\"1\"\]", dot)
+    assert "n0 -> n1" in dot and "n2 -> root0" in dot
+
+
+def test_save_tensors_file(dev, tmp_path, monkeypatch):
+    path = tmp_path / "graphs.txt"
+    monkeypatch.setenv("XLA_SAVE_TENSORS_FILE", str(path))
+    _, _, c = _graph(dev)
+    c.cpu()
+    (c * 3).sum().item()
+    text = path.read_text()
+    assert text.count("[graph]") == 3  # the randn pair (mark_step), c, the sum
+    assert "aten.mm.default" in text and "aten.sum.default" in text
+
+
+def test_xla_flags_pass_through_to_xla(tmp_path):
+    dump = tmp_path / "dump"
+    script = textwrap.dedent("""
+        import torch, torch_xla.core.xla_model as xm
+        d = xm.xla_device()
+        print((torch.ones(3, device=d) * 2).sum().item())
+    """)
+    env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={dump}")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "6.0", out.stderr
+    assert any(n.endswith(".txt") and "jit_run_traced" in n for n in os.listdir(dump))
