@@ -65,14 +65,6 @@ def _alias(x, *args, **kwargs):
     return wrap(x._value)
 
 
-def _lift_fresh(x):
-    """Tensors built below functionalization (torch.tensor(data, device='xla')) are lifted
-    into it here; below it, lifting is an alias."""
-    if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize):
-        return wrap(x._value)
-    return torch._to_functional_tensor(wrap(x._value))
-
-
 def _equal(a, b):
     if tuple(a.shape) != tuple(b.shape):
         return False
