@@ -1,0 +1,60 @@
+"""torch_xla.debug.profiler writes traces TensorBoard (xplane.pb) and Perfetto open."""
+import gzip
+import json
+import socket
+
+import pytest
+import torch
+
+import torch_xla.debug.profiler as xp
+
+
+def _trace_files(log_dir):
+    runs = list((log_dir / "plugins" / "profile").iterdir())
+    assert len(runs) == 1
+    return {p.name: p for p in runs[0].iterdir()}
+
+
+def _event_names(files):
+    perfetto = json.loads(gzip.decompress(files["perfetto_trace.json.gz"].read_bytes()))
+    return {e.get("name"): e for e in perfetto["traceEvents"]}
+
+
+def test_start_stop_trace_with_annotations(dev, tmp_path):
+    xp.start_trace(str(tmp_path))
+    try:
+        for step in range(2):
+            with xp.StepTrace("train_step", step_num=step):
+                with xp.Trace("forward"):
+                    y = (torch.ones(4, 4, device=dev) * 2).sum()
+        traced = xp.trace_me("helper")(lambda: y.item())
+        assert traced() == 32.0
+    finally:
+        xp.stop_trace()
+    files = _trace_files(tmp_path)
+    assert any(n.endswith(".xplane.pb") and files[n].stat().st_size > 0 for n in files)
+    events = _event_names(files)
+    assert {"train_step", "forward", "helper"} <= set(events)
+    assert events["train_step"]["args"]["step_num"] in ("0", "1")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_server_and_trace(dev, tmp_path):
+    port = _free_port()
+    assert xp.start_server(port) is not None
+    try:
+        thread = xp.trace_detached(f"localhost:{port}", str(tmp_path), duration_ms=300)
+        while thread.is_alive():  # work throughout the capture window
+            with xp.Trace("during_capture"):
+                (torch.ones(3, device=dev) + 1).sum().item()
+        thread.join()
+        assert "during_capture" in _event_names(_trace_files(tmp_path))
+        with pytest.raises(NotImplementedError, match="only this process's own profiler server"):
+            xp.trace("otherhost:9012", str(tmp_path / "x"), duration_ms=10)
+    finally:
+        xp.stop_server()
