@@ -181,8 +181,9 @@ def apply(op, tensors, avals, **static):
     template = (tuple(In(i) for i in range(len(inner))), tuple(sorted(static.items())))
     node = Node(op, template, tuple(t._value for t in inner), (), tuple(avals))
     device = devices.pop()
-    return [to_functional(wrap(Value(shape, dtype, device, node=node, index=i)))
-            for i, (shape, dtype) in enumerate(avals)]
+    outs = [wrap(Value(shape, dtype, device, node=node, index=i)) for i, (shape, dtype) in enumerate(avals)]
+    # Users hold functional tensors; C++ code below functionalization (DDP's) the inner ones.
+    return [to_functional(o) for o in outs] if torch._is_functional_tensor(tensors[0]) else outs
 
 
 def aval(t: torch.Tensor, shape=None):

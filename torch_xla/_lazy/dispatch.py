@@ -248,6 +248,8 @@ def _functional_variant(func):
 def _mutating(func, args, kwargs):
     """In-place and out= ops below functionalization (from decompositions): run the
     functional form and point the mutated tensors at the result."""
+    if func is aten.copy_.default and not isinstance(args[0], XLATensor):
+        return args[0].copy_(to_cpu(args[1]._value))  # into a CPU tensor (C++ code, e.g. DDP's)
     functional = _functional_variant(func)
     if functional is None:
         return cpu_fallback(func, args, kwargs)

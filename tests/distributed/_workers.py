@@ -1,0 +1,181 @@
+"""Code the multi-device tests run in each replica (a DataParallel thread or a spawned
+process), with the values every collective must give, computed on the CPU."""
+import torch
+
+import torch_xla.core.xla_model as xm
+import torch_xla.runtime as xr
+
+
+def _input(r):
+    """Replica r's tensor: distinct, negative and zero entries, 2 x 4."""
+    return torch.tensor([[r + 1.0, -(r + 2.0), 3.0 * r, 0.5], [2.0, r * r, -1.0, r - 1.5]])
+
+
+def _wide(x, n):
+    """n distinct 2 x 4 chunks side by side."""
+    return torch.cat([x + 10.0 * j for j in range(n)], 1)
+
+
+def _groups(world):
+    """Two groups: even and odd ordinals ([[0], [1]] for 2 replicas, [[0, 2], [1, 3]] for 4)."""
+    return [[i for i in range(world) if i % 2 == j] for j in range(2)]
+
+
+def _group(groups, world, r):
+    return next(g for g in groups if r in g) if groups else list(range(world))
+
+
+_REDUCE = {"sum": lambda s: torch.stack(s).sum(0), "mul": lambda s: torch.stack(s).prod(0),
+           "max": lambda s: torch.stack(s).amax(0), "min": lambda s: torch.stack(s).amin(0)}
+
+
+def _expected(world, r):
+    xs = [_input(k) for k in range(world)]
+    out = {}
+    for groups in (None, _groups(world)):
+        tag = "grouped" if groups else "all"
+        g = _group(groups, world, r)
+        for op, fn in _REDUCE.items():
+            out[f"all_reduce_{op}_{tag}"] = fn([xs[k] for k in g]) * 0.5
+        ints = [xs[k].to(torch.int64) for k in g]
+        out[f"all_reduce_and_{tag}"] = ints[0].clone()
+        out[f"all_reduce_or_{tag}"] = ints[0].clone()
+        for t in ints[1:]:
+            out[f"all_reduce_and_{tag}"] &= t
+            out[f"all_reduce_or_{tag}"] |= t
+        out[f"all_gather0_{tag}"] = torch.cat([xs[k] for k in g], 0)
+        out[f"all_gather1_{tag}"] = torch.cat([xs[k] for k in g], 1)
+        n, pos = len(g), g.index(r)
+        wide = [_wide(xs[k], n) for k in range(world)]
+        for op in ("sum", "max"):
+            out[f"reduce_scatter_{op}_{tag}"] = (_REDUCE[op]([wide[k] for k in g]) * 2.0).chunk(n, 1)[pos]
+        out[f"all_to_all_{tag}"] = torch.cat([wide[k].chunk(n, 1)[pos] for k in g], 0)
+    out["permute"] = xs[(r - 1) % world]
+    out["permute_partial"] = xs[0] if r == 1 else torch.zeros(2, 4)
+    out["list_in_place"] = [sum(xs) / world, sum(x.to(torch.int64) for x in xs)]
+    out["scalar"] = torch.tensor(float(sum(range(1, world + 1))))
+    return out
+
+
+def collectives(device):
+    """Runs every collective on this replica's input; returns {name: (actual, expected)}."""
+    world, r = xr.world_size(), xr.global_ordinal()
+    assert xm.xrt_world_size() == world and xm.get_ordinal() == r
+    x = _input(r).to(device)
+    out = {}
+    for groups in (None, _groups(world)):
+        tag = "grouped" if groups else "all"
+        n = len(_group(groups, world, r))
+        for op in ("sum", "mul", "max", "min"):
+            out[f"all_reduce_{op}_{tag}"] = xm.all_reduce(op, x, scale=0.5, groups=groups)
+        for op in ("and", "or"):
+            out[f"all_reduce_{op}_{tag}"] = xm.all_reduce(op, x.to(torch.int64), groups=groups)
+        out[f"all_gather0_{tag}"] = xm.all_gather(x, 0, groups=groups)
+        out[f"all_gather1_{tag}"] = xm.all_gather(x, dim=1, groups=groups)
+        for op in ("sum", "max"):
+            out[f"reduce_scatter_{op}_{tag}"] = xm.reduce_scatter(op, _wide(x, n), 2.0, 1, n, groups=groups)
+        out[f"all_to_all_{tag}"] = xm.all_to_all(_wide(x, n), 1, 0, n, groups=groups)
+    out["permute"] = xm.collective_permute(x, [(k, (k + 1) % world) for k in range(world)])
+    out["permute_partial"] = xm.collective_permute(x, [(0, 1)])
+    pair = [x * 1.0, x.to(torch.int64)]
+    xm.all_reduce("sum", pair[:1], scale=1.0 / world)
+    xm.all_reduce("sum", pair[1:])
+    out["list_in_place"] = pair
+    scalar = torch.tensor(0.0).to(device) + (r + 1)  # a Python scalar that differs per replica
+    out["scalar"] = xm.all_reduce("sum", scalar)
+    xm.mark_step()
+    expected = _expected(world, r)
+    results = {k: (v.cpu() if isinstance(v, torch.Tensor) else [t.cpu() for t in v], expected[k])
+               for k, v in out.items()}
+    payloads = xm.rendezvous("check", f"replica {r}".encode())
+    results["rendezvous"] = (payloads, [f"replica {k}".encode() for k in range(world)])
+    results["mesh_reduce"] = (xm.mesh_reduce("check", r + 1, sum), sum(range(1, world + 1)))
+    return results
+
+
+def assert_results(results):
+    for name, (actual, expected) in results.items():
+        if isinstance(expected, torch.Tensor) or (isinstance(expected, list) and expected
+                                                   and isinstance(expected[0], torch.Tensor)):
+            torch.testing.assert_close(actual, expected, msg=lambda m: f"{name}: {m}")
+        else:
+            assert actual == expected, (name, actual, expected)
+
+
+# ---- training: N replicas on shards of each global batch == one device on the batch -------
+
+STEPS, BATCH = 3, 8
+
+
+def _model():
+    torch.manual_seed(1)
+    return torch.nn.Linear(4, 2)
+
+
+def global_batches():
+    g = torch.Generator().manual_seed(2)
+    return [(torch.randn(BATCH, 4, generator=g), torch.randn(BATCH, 2, generator=g)) for _ in range(STEPS)]
+
+
+def reference_weights():
+    """Plain SGD on the CPU over the whole global batches."""
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for data, target in global_batches():
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(data), target).backward()
+        opt.step()
+    return [p.detach() for p in model.parameters()]
+
+
+def shard(batch, world, r):
+    return tuple(t.chunk(world)[r] for t in batch)
+
+
+def train_loop(model, loader, device, step=None):
+    """The seed's loop: SGD, xm.optimizer_step."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for data, target in loader:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(data), target).backward()
+        (step or xm.optimizer_step)(opt)
+    xm.mark_step()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+def _ddp_step(opt):
+    opt.step()
+    xm.mark_step()
+
+
+def spawn_replica(index):
+    """A spawned process: every collective, then training with xm.optimizer_step and with
+    DistributedDataParallel, each on this replica's shard of the global batches."""
+    import torch.distributed as dist
+    import torch_xla.distributed.parallel_loader as pl
+    import torch_xla.distributed.xla_backend  # noqa: F401  (registers 'xla')
+
+    device = xm.xla_device()
+    world, r = xr.world_size(), xr.global_ordinal()
+    assert index == r == xr.local_ordinal() and world == xr.global_runtime_device_count()
+    assert_results(collectives(device))
+    expected = reference_weights()
+    shards = [shard(b, world, r) for b in global_batches()]
+    got = train_loop(_model().to(device), pl.MpDeviceLoader(shards, device), device)
+    torch.testing.assert_close(got, expected, msg=lambda m: f"xm.optimizer_step: {m}")
+    dist.init_process_group("xla", init_method="xla://")
+    assert dist.get_rank() == r and dist.get_world_size() == world
+    ddp = torch.nn.parallel.DistributedDataParallel(_model().to(device), gradient_as_bucket_view=True)
+    got = train_loop(ddp, pl.MpDeviceLoader(shards, device), device, step=_ddp_step)
+    torch.testing.assert_close(got, expected, msg=lambda m: f"DistributedDataParallel: {m}")
+    t = torch.tensor([r + 1.0]).to(device)
+    dist.all_reduce(t)
+    assert t.cpu().item() == sum(range(1, world + 1))
+    dist.destroy_process_group()
+
+
+def spawn_failing(index):
+    """Process 1 raises; process 0 would wait a long time in a collective."""
+    if index == 1:
+        raise ValueError("replica 1 fails on purpose")
+    xm.all_reduce("sum", torch.ones(2).to(xm.xla_device())).cpu()
