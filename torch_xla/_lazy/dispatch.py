@@ -146,8 +146,10 @@ def _meta_outputs(func, args, kwargs, sig):
     out = func(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
     if isinstance(out, torch.Tensor):
         result = ("t", ((tuple(out.shape), out.dtype),))
-    elif isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out):
-        result = (type(out), tuple((tuple(o.shape), o.dtype) for o in out))
+    elif isinstance(out, (tuple, list)) and all(o is None or isinstance(o, torch.Tensor) for o in out):
+        # None: an output the op leaves out (a backward's output_mask); the lowering returns
+        # None there too, and the node has no output for it
+        result = (type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out))
     else:
         raise NotImplementedError(f"{func}: output {type(out).__name__} is not a tensor")
     _meta_cache[key] = result
@@ -166,6 +168,7 @@ def call_lowering(op, template, inputs, scalars, avals):
     out = op.fn(*args, **kwargs)
     if not isinstance(out, (tuple, list)):
         out = (out,)
+    out = [o for o in out if o is not None]  # outputs the op leaves out (see _meta_outputs)
     result = []
     for o, (shape, dtype) in zip(out, avals):
         jdtype = runtime.to_jax_dtype(dtype)
@@ -186,8 +189,11 @@ def trace(func, lowering, args, kwargs):
     structure, avals = _meta_outputs(func, args, kwargs, sig)
     if lowering.rng:
         scalars = scalars + rng.next_seed_offset(device)
-    node = Node(lowering, template, inputs, scalars, avals)
-    outs = [wrap(Value(shape, dtype, device, node=node, index=i)) for i, (shape, dtype) in enumerate(avals)]
+    present = tuple(a for a in avals if a is not None)
+    node = Node(lowering, template, inputs, scalars, present)
+    index = iter(range(len(present)))
+    outs = [None if a is None else wrap(Value(a[0], a[1], device, node=node, index=next(index)))
+            for a in avals]
     if structure == "t":
         return outs[0]
     return structure(outs)
