@@ -141,19 +141,6 @@ def _native_batch_norm(x, weight, bias, running_mean, running_var, training, mom
     return out, mean, invstd
 
 
-def _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
-    """native_batch_norm updates the running statistics in place in training, though its
-    schema does not say so (functionalization lets it through): the functional form runs,
-    then the new statistics are written back."""
-    args = (x, weight, bias, running_mean, running_var, training, momentum, eps)
-    if not training or running_mean is None or running_var is None:
-        return trace(aten.native_batch_norm.default, REGISTRY[aten.native_batch_norm.default], args, {})
-    out, mean, invstd, new_mean, new_var = dispatch(
-        aten._native_batch_norm_legit_functional.default, args, {})
-    running_mean._value, running_var._value = new_mean._value, new_var._value
-    return out, mean, invstd
-
-
 SPECIAL = {
     aten._to_copy.default: _to_copy,
     aten.copy.default: _copy,
@@ -170,7 +157,6 @@ SPECIAL = {
     aten._linalg_check_errors.default: _linalg_check_errors,
     aten._propagate_xla_data.default: _propagate_xla_data,
     aten.resize_.default: _resize,
-    aten.native_batch_norm.default: _native_batch_norm,
     aten.index.Tensor: _index(aten.index.Tensor),
     aten._unsafe_index.Tensor: _index(aten._unsafe_index.Tensor),
     aten.index_put.default: _index_put(aten.index_put.default),
