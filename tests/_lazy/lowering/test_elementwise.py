@@ -461,3 +461,41 @@ def test_math_grads():
         out.sum().backward()
         return out, x.grad, y.grad
     lowered(run, rand(3, 4, low=-0.9, high=0.9).requires_grad_(), rand(3, 4, seed=1).requires_grad_(), rtol=1e-5)
+
+
+# ---- overloads that only decompositions emit -------------------------------------------------
+
+def test_scalar_overloads_called_directly():
+    """Python code turns `x + 2` into add.Tensor; decompositions call the Scalar forms."""
+    x, i = rand(3, 4), rint(3, 4)
+    lowered(lambda x: (aten.add.Scalar(x, 2), aten.add.Scalar(x, 2, 3), aten.sub.Scalar(x, 1.5),
+                       aten.mul.Scalar(x, 3), aten.div.Scalar(x, 4), aten.div.Scalar_mode(x, 0.3, rounding_mode="floor"),
+                       aten.remainder.Scalar(x, 0.7), aten.fmod.Scalar(x, -0.7), aten.eq.Scalar(x, 0),
+                       aten.pow.Tensor_Scalar(x, 3), aten.pow.Scalar(2, x), aten.clamp_min.default(x, 0),
+                       aten.copysign.Scalar(x, -1), aten.rsub.Scalar(x, 1, 2), aten.xlogy.Scalar_Other(x, 3)), x)
+    lowered(lambda i: (aten.add.Scalar(i, 2), aten.mul.Scalar(i, 0.5), aten.div.Scalar(i, 4),
+                       aten.div.Scalar_mode(i, 4, rounding_mode="trunc"), aten.floor_divide.Scalar(i, -4),
+                       aten.remainder.Scalar(i, 4), aten.bitwise_and.Scalar(i, 6), aten.bitwise_or.Scalar(i, 6),
+                       aten.bitwise_xor.Scalar(i, 6), aten.__lshift__.Scalar(i, 2), aten.__rshift__.Scalar(i, 1),
+                       aten.bitwise_left_shift.Tensor_Scalar(i, 3), aten.bitwise_right_shift.Tensor_Scalar(i, 1),
+                       aten.bitwise_and.Scalar_Tensor(3, i), aten.remainder.Scalar_Tensor(7, i.abs() + 1),
+                       aten.clamp_max.default(i, 2)), i)
+
+
+PRIM_BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "fmax", "fmin", "fmod", "remainder",
+               "atan2", "hypot", "nextafter", "eq", "ne", "lt", "le", "gt", "ge"]
+PRIM_UNARY = ["abs", "neg", "sign", "trunc", "floor", "ceil", "round", "isfinite", "exp", "exp2",
+              "expm1", "log1p", "sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh", "erf", "erfc",
+              "erf_inv", "bessel_i0", "lgamma", "digamma"]
+
+
+def test_prims():
+    """Elementwise prims (where decompositions end) have lowerings too."""
+    p = torch.ops.prims
+    x, y = rand(3, 4, low=-0.9, high=0.9), rand(3, 4, seed=1, low=0.1, high=2)
+    lowered(lambda x, y: [getattr(p, n)(x, y) for n in PRIM_BINARY] + [getattr(p, n)(x) for n in PRIM_UNARY]
+            + [p.where(x > 0, x, y), p.log(y), p.sqrt(y), p.rsqrt(y), p.reciprocal(y)], x, y, rtol=1e-5)
+    i, j = rint(3, 4), nonzero_int(3, 4)
+    lowered(lambda i, j: [p.div(i, j), p.remainder(i, j), p.fmod(i, j), p.bitwise_and(i, j), p.bitwise_or(i, j),
+                          p.bitwise_xor(i, j), p.bitwise_not(i), p.shift_left(i, j.abs() % 4),
+                          p.shift_right_arithmetic(i, j.abs() % 4)], i, j)

@@ -11,10 +11,12 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 
-from . import aten, lower
+from . import REGISTRY, aten, lower
 from ._types import cast, float_of, promote, result_type
 
+prims = torch.ops.prims
 _special = jax.scipy.special
 _F32 = np.dtype("float32")
 
@@ -558,3 +560,42 @@ def softshrink(x, lambd=0.5):
 @lower(aten.hardshrink_backward.default, aten.softshrink_backward.default)
 def shrink_backward(grad, x, lambd):
     return jnp.where(jnp.abs(x) <= cast(lambd, x.dtype), _zero(grad), grad)
+
+
+# ---- prims -----------------------------------------------------------------------------------
+# Decompositions (of this family's ops or others') can end in elementwise prims: their
+# inputs are already promoted, and each means what the aten op named here means.
+# (prims.signbit is left to the CPU: its meta kernel says float32 where it returns bool.)
+
+_PRIM_TO_ATEN = {
+    "add": aten.add.Tensor, "sub": aten.sub.Tensor, "mul": aten.mul.Tensor, "pow": aten.pow.Tensor_Tensor,
+    "maximum": aten.maximum.default, "minimum": aten.minimum.default, "fmax": aten.fmax.default,
+    "fmin": aten.fmin.default, "fmod": aten.fmod.Tensor, "remainder": aten.remainder.Tensor,
+    "atan2": aten.atan2.default, "hypot": aten.hypot.default, "nextafter": aten.nextafter.default,
+    "eq": aten.eq.Tensor, "ne": aten.ne.Tensor, "lt": aten.lt.Tensor, "le": aten.le.Tensor,
+    "gt": aten.gt.Tensor, "ge": aten.ge.Tensor, "bitwise_and": aten.bitwise_and.Tensor,
+    "bitwise_or": aten.bitwise_or.Tensor, "bitwise_xor": aten.bitwise_xor.Tensor,
+    "bitwise_not": aten.bitwise_not.default, "shift_left": aten.bitwise_left_shift.Tensor,
+    "abs": aten.abs.default, "neg": aten.neg.default, "sign": aten.sign.default,
+    "trunc": aten.trunc.default, "floor": aten.floor.default,
+    "ceil": aten.ceil.default, "round": aten.round.default, "isfinite": aten.isfinite.default,
+    "where": aten.where.self,
+    "erf_inv": aten.erfinv.default, "bessel_i0": aten.i0.default,
+    **{name: getattr(aten, name).default for name in (
+        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
+        "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
+        "atanh", "erf", "erfc", "lgamma", "digamma")},
+}
+for _name, _aten_op in _PRIM_TO_ATEN.items():
+    lower(getattr(prims, _name).default)(REGISTRY[_aten_op].fn)
+
+
+@lower(prims.div.default)
+def prim_div(x, y):
+    """Truncating for integers, true division for floats."""
+    return div(x, y, "trunc" if _is_int(result_type(x, y)) else None)
+
+
+@lower(prims.shift_right_arithmetic.default)
+def prim_shift_right_arithmetic(x, y):
+    return jax.lax.shift_right_arithmetic(*jnp.broadcast_arrays(*promote(x, y)))
