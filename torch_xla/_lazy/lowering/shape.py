@@ -1,7 +1,12 @@
-"""Shape ops: the functional copies of views that functionalization emits, and concatenation."""
+"""Shape ops: the functional copies of views that functionalization emits, splits,
+concatenation, and the reorderings of elements (flip, roll, repeat, pad)."""
+import jax
 import jax.numpy as jnp
+import numpy as np
 
+from .. import runtime
 from . import aten, lower
+from ._types import cast, result_type
 
 
 def _infer(size, numel):
@@ -75,5 +80,108 @@ def slice_(x, dim=0, start=None, end=None, step=1):
 
 @lower(aten.cat.default)
 def cat(tensors, dim=0):
-    tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or list(tensors[:1])
-    return jnp.concatenate(tensors, axis=dim % tensors[0].ndim)
+    """PyTorch promotes across all inputs, and skips legacy empty 1-d ones of any rank."""
+    dtype = result_type(*tensors)
+    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or list(tensors[:1])
+    return jnp.concatenate([cast(t, dtype) for t in kept], axis=dim % kept[0].ndim)
+
+
+@lower(aten.stack.default)
+def stack(tensors, dim=0):
+    dtype = result_type(*tensors)
+    return jnp.stack([cast(t, dtype) for t in tensors], axis=dim % (tensors[0].ndim + 1))
+
+
+def _split_at(x, sizes, dim):
+    dim = dim % max(x.ndim, 1)
+    bounds = np.cumsum([0] + list(sizes))
+    return tuple(jax.lax.slice_in_dim(x, int(a), int(b), axis=dim) for a, b in zip(bounds, bounds[1:]))
+
+
+@lower(aten.split_with_sizes_copy.default, aten.split_with_sizes.default)
+def split_with_sizes(x, split_sizes, dim=0):
+    return _split_at(x, split_sizes, dim)
+
+
+@lower(aten.split_copy.Tensor, aten.split.Tensor)
+def split(x, split_size, dim=0):
+    n = x.shape[dim % x.ndim]
+    sizes = [min(split_size, n - i) for i in range(0, n, split_size)] if split_size else [0]
+    return _split_at(x, sizes or [0], dim)
+
+
+@lower(aten.unbind_copy.int, aten.unbind.int)
+def unbind(x, dim=0):
+    dim = dim % x.ndim
+    return tuple(jnp.take(x, i, axis=dim) for i in range(x.shape[dim]))
+
+
+@lower(aten.flip.default)
+def flip(x, dims):
+    return jnp.flip(x, tuple(d % x.ndim for d in dims)) if x.ndim and dims else x
+
+
+@lower(aten.roll.default)
+def roll(x, shifts, dims=()):
+    if not dims:
+        return jnp.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
+    return jnp.roll(x, tuple(shifts), tuple(d % x.ndim for d in dims))
+
+
+@lower(aten.repeat.default)
+def repeat(x, repeats):
+    x = x.reshape((1,) * (len(repeats) - x.ndim) + x.shape)
+    return jnp.tile(x, tuple(repeats))
+
+
+@lower(aten.repeat_interleave.self_int)
+def repeat_interleave(x, repeats, dim=None, output_size=None):
+    if dim is None:
+        return jnp.repeat(x.reshape(-1), repeats)
+    return jnp.repeat(x, repeats, axis=dim % max(x.ndim, 1))
+
+
+@lower(aten.repeat_interleave.Tensor, dynamic_shape=True)
+def repeat_interleave_indices(repeats, output_size=None):
+    """The indices torch.repeat_interleave(x, tensor_repeats) selects: i repeated repeats[i]
+    times (its length depends on the values)."""
+    repeats = repeats.reshape(-1)
+    return jnp.repeat(jnp.arange(repeats.shape[0], dtype=np.int64), repeats,
+                      total_repeat_length=output_size)
+
+
+@lower(aten.constant_pad_nd.default)
+def constant_pad_nd(x, pad, value=0):
+    """pad lists (before, after) pairs from the last dim backwards; negative pads crop."""
+    config = [(0, 0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        config[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1], 0)
+    return jax.lax.pad(x, cast(value, x.dtype), config)
+
+
+@lower(aten.view_as_real_copy.default, aten.view_as_real.default)
+def view_as_real(x):
+    return jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1)
+
+
+@lower(aten.view_as_complex_copy.default, aten.view_as_complex.default)
+def view_as_complex(x):
+    return jax.lax.complex(x[..., 0], x[..., 1])
+
+
+@lower(aten.view_copy.dtype, aten.view.dtype)
+def view_dtype(x, dtype):
+    """Reinterprets the bytes: the last dim scales by the ratio of element sizes."""
+    dtype = runtime.to_jax_dtype(dtype)
+    old, new = np.dtype(x.dtype).itemsize, np.dtype(dtype).itemsize
+    if x.dtype == np.bool_ or dtype == np.bool_:
+        x = x.astype(np.uint8) if x.dtype == np.bool_ else x
+        out = jax.lax.bitcast_convert_type(x, np.uint8 if dtype == np.bool_ else dtype)
+        return out.astype(bool) if dtype == np.bool_ else out
+    if old == new:
+        return jax.lax.bitcast_convert_type(x, dtype)
+    if old > new:
+        out = jax.lax.bitcast_convert_type(x, dtype)  # adds a trailing dim of old // new
+        return out.reshape(x.shape[:-1] + (-1,)) if x.ndim else out.reshape(-1)
+    x = x.reshape(x.shape[:-1] + (x.shape[-1] * old // new, new // old))
+    return jax.lax.bitcast_convert_type(x, dtype)
