@@ -23,15 +23,14 @@ from .tensor import XLATensor, from_cpu, materialize, to_cpu, wrap
 aten = torch.ops.aten
 load_all()
 
-_NUMBER_TYPES = (torch.NumberType,)
-
-
 def _is_scalar_type(t) -> bool:
+    """Scalar-typed arguments, and Tensor-typed ones (where a Python number arrives as a
+    wrapped number, as in `x * 0.5`), are values: their numbers become program parameters."""
     if isinstance(t, torch.OptionalType):
         t = t.getElementType()
     if isinstance(t, torch.ListType):
         t = t.getElementType()
-    return isinstance(t, torch.NumberType)
+    return isinstance(t, (torch.NumberType, torch.TensorType))
 
 
 _dynamic_args = {}  # op -> (positional flags, kwarg names) of Scalar-typed arguments

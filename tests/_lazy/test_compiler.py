@@ -1,0 +1,116 @@
+"""Lazy execution, the program cache, scalar parameters and buffer donation."""
+import torch
+
+import torch_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+from tests.conftest import compiles
+
+
+def executions():
+    data = met.metric_data("ExecuteTime")
+    return data[0] if data else 0
+
+
+def test_ops_are_recorded_not_run(dev):
+    x = torch.randn(4, 4, device=dev)
+    xm.mark_step()
+    before = executions()
+    y = (x @ x).relu() + 1
+    z = y.sum()
+    assert executions() == before  # nothing ran yet
+    assert z.item() == ((x.cpu() @ x.cpu()).relu() + 1).sum().item() or abs(
+        z.item() - ((x.cpu() @ x.cpu()).relu() + 1).sum().item()) < 1e-3
+    assert executions() == before + 1  # one program for the value that was needed
+
+
+def test_mark_step_materialises_every_live_tensor_in_one_program(dev):
+    a = torch.ones(3, device=dev)
+    xm.mark_step()
+    before = executions()
+    b, c = a * 2, a + 5
+    torch_xla.sync()
+    assert executions() == before + 1
+    after = executions()
+    assert b.cpu().tolist() == [2.0] * 3 and c.cpu().tolist() == [6.0] * 3
+    assert executions() == after  # already materialised: no new program
+
+
+def test_same_graph_is_compiled_once(dev):
+    def step(x):
+        return (x * 3).sin().sum()
+    x = torch.randn(8, device=dev)
+    step(x).item()
+    n = compiles()
+    for _ in range(3):
+        step(torch.randn(8, device=dev)).item()
+    assert compiles() == n
+    step(torch.randn(9, device=dev)).item()  # a new shape is a new program
+    assert compiles() == n + 1
+
+
+def test_changing_python_scalars_does_not_recompile(dev):
+    x = torch.randn(5, device=dev)
+    x_cpu = x.cpu()
+    (x * 0.5 + 1.0).cpu()
+    n = compiles()
+    for lr in (0.1, 0.01, 0.001):
+        out = (x * lr + 2.0).cpu()
+        torch.testing.assert_close(out, x_cpu * lr + 2.0)
+    assert compiles() == n
+
+
+def test_changing_learning_rate_in_a_training_loop_does_not_recompile(dev):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    x, y = torch.randn(8, 4, device=dev), torch.randn(8, 1, device=dev)
+    counts = []
+    for _ in range(6):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        xm.optimizer_step(opt, barrier=True)
+        sched.step()
+        counts.append(compiles())
+    assert counts[2] == counts[-1], counts
+
+
+def test_updated_parameters_are_donated(dev):
+    """An in-place update replaces the parameter's buffer; the old one is given to XLA to
+    reuse (donated), so a step never holds two copies of the model."""
+    p = torch.randn(64, 64, device=dev)
+    xm.mark_step()
+    from torch_xla._lazy.tensor import unwrap
+    old = unwrap(p)._value.data
+    p.mul_(0.5).add_(1.0)
+    xm.mark_step()
+    assert old.is_deleted()
+    assert unwrap(p)._value.data is not old and not unwrap(p)._value.data.is_deleted()
+
+
+def test_buffers_still_held_are_not_donated(dev):
+    p = torch.randn(16, device=dev)
+    xm.mark_step()
+    keep = p.clone()  # another live tensor on the same values
+    p.add_(1.0)
+    xm.mark_step()
+    torch.testing.assert_close(p.cpu(), keep.cpu() + 1.0)
+
+
+def test_pending_tensors_survive_a_partial_sync(dev):
+    x = torch.randn(6, device=dev)
+    xm.mark_step()
+    a = x * 2
+    b = a + 1
+    assert torch.allclose(a.cpu(), x.cpu() * 2)  # syncs only a
+    torch.testing.assert_close(b.cpu(), x.cpu() * 2 + 1)
+
+
+def test_metrics_report_names_compilations(dev):
+    (torch.randn(3, device=dev) * 7).cpu()
+    report = met.metrics_report()
+    assert "CompileTime" in report and "ExecuteTime" in report
+    assert met.counter_value("UncachedCompile") >= 1
+    assert "CompileTime" in met.metric_names()
+    assert "UncachedCompile" in met.short_metrics_report()
