@@ -135,6 +135,31 @@ def _to_meta(obj):
     return obj
 
 
+# Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes).
+_CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+                aten.mv.default, aten.addmv.default, aten.dot.default, aten.vdot.default}
+
+
+def _to_cpu_probe(obj):
+    if isinstance(obj, XLATensor):
+        return torch.zeros((), dtype=obj.dtype).expand(obj.shape)
+    if isinstance(obj, torch.device) and obj.type == "xla":
+        return torch.device("cpu")
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu_probe(o) for o in obj)
+    return obj
+
+
+def _cpu_error(func, args, kwargs):
+    """The error PyTorch's CPU kernel raises for these arguments (its message is the one
+    users know), or None. Runs on zero-stride tensors of the same shapes and dtypes."""
+    try:
+        func(*_to_cpu_probe(args), **{k: _to_cpu_probe(v) for k, v in kwargs.items()})
+    except (RuntimeError, ValueError, IndexError, TypeError) as e:
+        return e
+    return None
+
+
 def _meta_outputs(func, args, kwargs, sig):
     """(structure, avals) of the op's outputs: structure is 't' for one tensor, or a tuple or
     list of 't' for several."""
@@ -142,7 +167,14 @@ def _meta_outputs(func, args, kwargs, sig):
     hit = _meta_cache.get(key)
     if hit is not None:
         return hit
-    out = func(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+    try:
+        out = func(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+    except (RuntimeError, ValueError, IndexError, TypeError) as e:
+        raise (_cpu_error(func, args, kwargs) or e) from None
+    if func in _CPU_CHECKED:
+        error = _cpu_error(func, args, kwargs)
+        if error is not None:
+            raise error
     if isinstance(out, torch.Tensor):
         result = ("t", ((tuple(out.shape), out.dtype),))
     elif isinstance(out, (tuple, list)) and all(o is None or isinstance(o, torch.Tensor) for o in out):
