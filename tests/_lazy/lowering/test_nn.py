@@ -1,0 +1,224 @@
+"""Softmax, normalizations, losses, embeddings, padding: forward and autograd's backward ops,
+against the CPU, with no CPU fallback."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.conftest import assert_same, check_lowered, fallbacks, to_xla
+
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+
+
+def with_grads(fn, wrt):
+    """fn(*args) and the gradients of its output (weighted by the last argument) with respect
+    to the arguments at positions `wrt`."""
+    def run(*args):
+        *inputs, g = args
+        out = fn(*inputs)
+        return (out,) + torch.autograd.grad(out, [inputs[i] for i in wrt], g)
+    return run
+
+
+def randn(*shape, grad=True, dtype=torch.float32):
+    return torch.randn(shape, dtype=dtype).requires_grad_(grad)
+
+
+def check_grads(fn, *args, wrt=(0,), **tol):
+    out = fn(*args)
+    check_lowered(with_grads(fn, wrt), *args, torch.randn(out.shape, dtype=out.dtype), **tol)
+
+
+# ---- softmax ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+@pytest.mark.parametrize("shape,dim", [((2, 3, 4), 1), ((), 0)])
+def test_softmax(fn, shape, dim):
+    check_grads(lambda x: fn(x, dim), randn(*shape, dtype=torch.float64))
+
+
+def test_softmax_bfloat16_and_inf_rows():
+    x = torch.randn(4, 6).to(torch.bfloat16)
+    check_lowered(lambda x: F.softmax(x, -1), x, atol=1e-2, rtol=1e-2)
+    y = torch.tensor([[0.0, -float("inf")], [-float("inf"), -float("inf")]])
+    check_lowered(lambda y: (F.softmax(y, -1), F.log_softmax(y, -1)), y)
+
+
+def test_scaled_dot_product_attention():
+    q, k, v = randn(2, 3, 4, 8), randn(2, 3, 5, 8), randn(2, 3, 5, 8)
+    mask = torch.ones(4, 5, dtype=torch.bool).tril()
+    mask[0] = False  # a fully masked row gives zeros (_safe_softmax), not nan
+    sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.device))
+    check_grads(sdpa, q, k, v, wrt=(0, 1, 2), atol=1e-5, rtol=1e-5)
+
+
+# ---- normalization ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm(affine):
+    x = randn(3, 4, 5)
+    w, b = (randn(4, 5), randn(4, 5)) if affine else (None, None)
+    check_grads(lambda x, w, b: F.layer_norm(x, (4, 5), w, b, eps=1e-3), x, w, b,
+                wrt=(0, 1, 2) if affine else (0,), atol=1e-5, rtol=1e-4)
+
+
+def test_layer_norm_bfloat16():
+    x, w = torch.randn(3, 8).to(torch.bfloat16), torch.randn(8).to(torch.bfloat16)
+    check_lowered(lambda x, w: F.layer_norm(x, (8,), w), x, w, atol=2e-2, rtol=2e-2)
+
+
+def _train_steps(bn, x, g, steps=2):
+    outs = []
+    for _ in range(steps):
+        out = bn(x)
+        params = [x] + ([bn.weight, bn.bias] if bn.affine else [])
+        outs.append((out,) + torch.autograd.grad(out, params, g))
+    stats = (bn.running_mean, bn.running_var) if bn.track_running_stats else ()
+    return outs, stats
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda: torch.nn.BatchNorm1d(4, momentum=0.3), (5, 4, 3)),
+    (lambda: torch.nn.BatchNorm2d(3), (4, 3, 2, 2)),
+    (lambda: torch.nn.BatchNorm1d(4, affine=False), (6, 4)),
+    (lambda: torch.nn.BatchNorm3d(2, track_running_stats=False), (2, 2, 3, 2, 2)),
+])
+def test_batch_norm_training_updates_running_stats(make, shape):
+    bn = make()
+    x, g = randn(*shape), torch.randn(*shape)
+    dev_bn = copy.deepcopy(bn).to(xm.xla_device())
+    met.clear_counters()
+    actual = _train_steps(dev_bn, to_xla(x), to_xla(g))
+    assert not fallbacks(), sorted(fallbacks())
+    assert_same(actual, _train_steps(bn, x, g), rtol=1e-5, atol=1e-5)
+    if bn.track_running_stats:  # the unbiased variance went into running_var
+        assert not torch.allclose(bn.running_var, torch.ones_like(bn.running_var))
+
+
+def test_batch_norm_eval():
+    x, rm, rv, w, b = randn(4, 3, 5), torch.randn(3), torch.rand(3) + 0.5, randn(3), randn(3)
+    check_grads(lambda x, w, b: F.batch_norm(x, rm.to(x.device), rv.to(x.device), w, b,
+                                             training=False, eps=1e-3),
+                x, w, b, wrt=(0, 1, 2), atol=1e-5, rtol=1e-5)
+
+
+def test_batch_norm_half_input_float_stats():
+    def fn(x):
+        rm, rv = torch.zeros(3, device=x.device), torch.ones(3, device=x.device)
+        return F.batch_norm(x, rm, rv, training=True), rm, rv
+    check_lowered(fn, torch.randn(4, 3, 5).to(torch.float16), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_group_norm(groups):
+    x, w, b = randn(3, 4, 5), randn(4), randn(4)
+    check_grads(lambda x, w, b: F.group_norm(x, groups, w, b), x, w, b, wrt=(0, 1, 2),
+                atol=1e-5, rtol=1e-4)
+
+
+def test_instance_norm():
+    x, w, b = randn(3, 4, 5, 2), randn(4), randn(4)
+    check_grads(lambda x, w, b: F.instance_norm(x, weight=w, bias=b), x, w, b, wrt=(0, 1, 2),
+                atol=1e-5, rtol=1e-4)
+
+
+def test_rms_norm():
+    x, w = randn(3, 4, 6), randn(6)
+    check_grads(lambda x, w: F.rms_norm(x, (6,), w, eps=1e-5), x, w, wrt=(0, 1), atol=1e-5, rtol=1e-5)
+
+
+# ---- losses -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reduction,weighted", [("mean", True), ("sum", False), ("none", True),
+                                                ("mean", False)])
+def test_nll_loss(reduction, weighted):
+    x, t = randn(6, 5), torch.tensor([0, 4, 2, 2, 1, 3])
+    w = torch.rand(5) if weighted else None
+    fn = lambda x, t, w: F.nll_loss(x, t, w, ignore_index=2, reduction=reduction)
+    check_grads(fn, x, t, w)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss2d(reduction):
+    x, t, w = randn(2, 4, 3, 3), torch.randint(0, 4, (2, 3, 3)), torch.rand(4)
+    t[0, 0, 0] = -100
+    check_grads(lambda x, t, w: F.nll_loss(x, t, w, reduction=reduction), x, t, w)
+
+
+def test_nll_loss_unbatched_and_all_ignored():
+    check_grads(lambda x, t: F.nll_loss(x, t), randn(5), torch.tensor(3))
+    x, t = torch.randn(2, 3), torch.tensor([1, 1])
+    check_lowered(lambda x, t: F.nll_loss(x, t, ignore_index=1), x, t)  # 0/0: nan, as on the CPU
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy(smoothing):
+    x, t = randn(4, 5), torch.tensor([0, 4, 2, 1])
+    check_grads(lambda x, t: F.cross_entropy(x, t, label_smoothing=smoothing), x, t,
+                atol=1e-5, rtol=1e-5)
+
+
+def test_cross_entropy_probabilities():
+    x, p = randn(4, 5), torch.softmax(torch.randn(4, 5), -1)
+    check_grads(lambda x, p: F.cross_entropy(x, p), x, p, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("loss,reduction", [
+    (F.mse_loss, "mean"), (F.mse_loss, "none"), (F.l1_loss, "sum"), (F.smooth_l1_loss, "mean"),
+    (F.huber_loss, "sum"),
+    (lambda x, y, reduction: F.smooth_l1_loss(x, y, reduction=reduction, beta=0.5), "none"),
+    (lambda x, y, reduction: F.huber_loss(x, y, reduction=reduction, delta=0.3), "none"),
+])
+def test_regression_losses(loss, reduction):
+    x, y = randn(3, 4), randn(3, 4)
+    check_grads(lambda x, y: loss(x, y, reduction=reduction), x, y, wrt=(0, 1))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy(reduction):
+    x, t, w = torch.rand(3, 4).requires_grad_(), torch.rand(3, 4), torch.rand(3, 4)
+    x.data[0, 0] = 0.0  # log(0) is clamped to -100
+    check_grads(lambda x, t, w: F.binary_cross_entropy(x, t, w, reduction=reduction), x, t, w,
+                atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_with_logits(reduction):
+    x, t, w, pw = randn(3, 4) * 30, torch.rand(3, 4), torch.rand(3, 4), torch.rand(4)
+    fn = lambda x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, w, pos_weight=pw,
+                                                                 reduction=reduction)
+    check_grads(fn, x, t, w, pw, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div(log_target):
+    x = torch.log_softmax(torch.randn(3, 4), -1).requires_grad_()
+    t = torch.log_softmax(torch.randn(3, 4), -1)
+    t = t if log_target else t.exp()
+    check_grads(lambda x, t: F.kl_div(x, t, reduction="batchmean", log_target=log_target), x, t)
+
+
+# ---- embeddings ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("padding_idx,scale", [(None, False), (1, False), (None, True), (2, True)])
+def test_embedding(padding_idx, scale):
+    w, idx = randn(5, 3), torch.tensor([[0, 2, 2], [1, 4, 2]])
+    fn = lambda idx, w: F.embedding(idx, w, padding_idx=padding_idx, scale_grad_by_freq=scale)
+    check_grads(fn, idx, w, wrt=(1,))
+
+
+# ---- padding and pixel shuffle ------------------------------------------------------------
+
+@pytest.mark.parametrize("mode,shape,pad", [
+    ("reflect", (2, 5), (2, 3)), ("replicate", (2, 3, 5), (2, 3)),
+    ("reflect", (2, 3, 4, 5), (2, 3, 1, 0)), ("replicate", (2, 3, 4, 5), (0, 1, 3, 2)),
+    ("reflect", (1, 2, 3, 4, 5), (2, 1, 1, 0, 2, 2)), ("replicate", (1, 2, 3, 4, 5), (1, 1, 0, 2, 2, 1))])
+def test_pad(mode, shape, pad):
+    check_grads(lambda x: F.pad(x, pad, mode=mode), randn(*shape))
+
+
+def test_pixel_shuffle():
+    check_grads(lambda x: F.pixel_shuffle(x, 2), randn(2, 8, 3, 4))
+    check_grads(lambda x: F.pixel_unshuffle(x, 2), randn(3, 2, 4, 6))
