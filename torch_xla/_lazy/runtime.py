@@ -38,8 +38,20 @@ def jax_devices():
             pass
     _join_processes(platform)
     devices = tuple(jax.local_devices(backend=platform))
-    os.environ["TORCH_XLA_DEVICE_COUNT"] = str(len(devices))  # read by the device guard
+    _announce_device_count(len(devices))
     return devices
+
+
+def _announce_device_count(n) -> None:
+    """Tells the device guard how many devices there are. PyTorch's autograd engine asks once,
+    at the first backward anywhere (maybe a CPU one before any XLA device is used), so at
+    import a bound is given: CPU_NUM_DEVICES on the CPU, 8 elsewhere."""
+    current = int(os.environ.get("TORCH_XLA_DEVICE_COUNT", "0"))
+    os.environ["TORCH_XLA_DEVICE_COUNT"] = str(max(current, n))
+
+
+_announce_device_count(int(os.environ.get("CPU_NUM_DEVICES", "1"))
+                       if os.environ.get("PJRT_DEVICE", "CPU").upper() == "CPU" else 8)
 
 
 # ---- processes and replicas ----------------------------------------------------------------

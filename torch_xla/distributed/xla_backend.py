@@ -27,9 +27,10 @@ def _done(result):
 
 def _reduce(opts, size):
     """(reduce type, scale) of a ReduceOp."""
-    if opts.reduceOp == dist.ReduceOp.AVG:
+    kind = opts.reduceOp.op  # the RedOpType
+    if kind == dist.ReduceOp.AVG:
         return "sum", 1.0 / size
-    op = _REDUCE.get(opts.reduceOp)
+    op = _REDUCE.get(kind)
     if op is None:
         raise NotImplementedError(f"the xla backend does not support {opts.reduceOp}")
     return op, 1.0

@@ -1,0 +1,35 @@
+"""xmp.spawn: one process per device, joined into one runtime (gloo between CPU processes).
+Process start-up is slow on a small machine, so one spawned run checks many things."""
+import time
+
+import pytest
+
+import torch_xla.core.xla_model as xm
+import torch_xla.distributed.xla_multiprocessing as xmp
+import torch_xla.runtime as xr
+from tests.distributed import _workers
+
+
+def test_two_processes_collectives_and_training():
+    """In each of 2 processes: ordinals, every collective (groups included) against CPU values,
+    and training on its shard of each global batch with xm.optimizer_step and with
+    DistributedDataParallel ('xla' backend) giving plain SGD's weights on the whole batch."""
+    xmp.spawn(_workers.spawn_replica, nprocs=2)
+
+
+def test_a_failing_process_makes_spawn_raise_promptly():
+    start = time.time()
+    with pytest.raises(xmp.ProcessExitedException, match="ValueError: replica 1 fails on purpose") as info:
+        xmp.spawn(_workers.spawn_failing, nprocs=2)
+    assert info.value.error_index == 1
+    assert time.time() - start < 60  # start-up included; the failure itself is seen at once
+
+
+def _record(index, out):
+    out.append((index, xr.world_size(), xm.get_ordinal(), xm.is_master_ordinal()))
+
+
+def test_one_process_runs_in_this_process():
+    out = []
+    xmp.spawn(_record, args=(out,), nprocs=1)
+    assert out == [(0, 1, 0, True)]
