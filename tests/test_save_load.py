@@ -152,3 +152,9 @@ def test_resume_from_checkpoint_gives_the_same_losses(tmp_path, dev):
     assert xm.get_rng_state() == ckpt["seed"]
     _train(model, opt, 3, dev, resumed)
     assert resumed == straight
+
+
+def test_copy_outside_torch_save_keeps_the_device(dev):
+    import copy
+    x = torch.arange(3.0, device=dev)
+    assert copy.copy(x).device == dev and torch.equal(copy.copy(x).cpu(), x.cpu())

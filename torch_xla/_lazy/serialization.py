@@ -1,11 +1,12 @@
 """torch.save and torch.load with XLA tensors.
 
 Saving: PyTorch pickles a tensor on an 'xla' device as "rebuild from this CPU copy onto
-xla:N", which needs an XLA device (and this package) at load time. A reducer registered
-for `torch.Tensor` in `copyreg` instead pickles an XLA tensor exactly as its CPU copy, so
-the file holds plain CPU tensors that load anywhere. Every other tensor keeps PyTorch's own
-pickling (the reducer hands it back to `Tensor.__reduce_ex__`); subclasses such as
-`nn.Parameter` pickle their data through it.
+xla:N", which needs an XLA device (and this package) at load time. Within `torch.save`, a
+reducer registered for `torch.Tensor` in `copyreg` instead pickles an XLA tensor exactly as
+its CPU copy, so the file holds plain CPU tensors that load anywhere. Every other tensor,
+and any XLA tensor outside `torch.save` (`copy.copy`, which also consults `copyreg`, or
+plain `pickle`), keeps PyTorch's own reduction; subclasses such as `nn.Parameter` pickle
+their data through it.
 
 Loading: an XLA tensor has no storage to deserialize into, so `torch.load(f,
 map_location='xla[:N]' or torch.device('xla', N))` loads onto the CPU and then moves every
@@ -13,12 +14,15 @@ tensor of the result to the device (tensors shared in the file stay shared).
 """
 import copyreg
 import functools
+import threading
 
 import torch
 
+_saving = threading.local()
+
 
 def _reduce_tensor(t, proto=2):
-    if t.device.type == "xla":
+    if t.device.type == "xla" and getattr(_saving, "depth", 0):
         cpu = t.detach().cpu()
         if t.requires_grad:
             cpu.requires_grad_(True)
@@ -67,9 +71,21 @@ def _wrap_load(original):
     return load
 
 
+def _wrap_save(original):
+    @functools.wraps(original)
+    def save(*args, **kwargs):
+        _saving.depth = getattr(_saving, "depth", 0) + 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _saving.depth -= 1
+    save.__wrapped__ = original
+    return save
+
+
 def install() -> None:
     if copyreg.dispatch_table.get(torch.Tensor) is _reduce_tensor:
         return
     copyreg.pickle(torch.Tensor, _reduce_tensor)
-    torch.load = _wrap_load(torch.load)
-    torch.serialization.load = torch.load
+    torch.load = torch.serialization.load = _wrap_load(torch.serialization.load)
+    torch.save = torch.serialization.save = _wrap_save(torch.serialization.save)
