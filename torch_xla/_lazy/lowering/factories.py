@@ -1,17 +1,20 @@
 """Factories: tensors made from sizes and values, on the device."""
+import math
+
 import jax.numpy as jnp
 import numpy as np
+import torch
 
 from .. import runtime
 from . import aten, lower
+from ._types import cast, is_float, result_type
 
 
-def _dtype(dtype, default=np.float32):
-    import torch
+def _dtype(dtype):
     return runtime.to_jax_dtype(dtype) if dtype is not None else runtime.to_jax_dtype(torch.get_default_dtype())
 
 
-@lower(aten.empty.memory_format, aten.zeros.default)
+@lower(aten.empty.memory_format, aten.zeros.default, aten.empty_permuted.default)
 def empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, **_):
     return jnp.zeros(tuple(size), _dtype(dtype))
 
@@ -28,7 +31,9 @@ def ones(size, dtype=None, **_):
 
 @lower(aten.full.default)
 def full(size, fill_value, dtype=None, **_):
-    return jnp.full(tuple(size), fill_value, _dtype(dtype))
+    """Without a dtype, the fill value's kind decides (bool, int64, float, complex)."""
+    dtype = runtime.to_jax_dtype(dtype) if dtype is not None else result_type(fill_value)
+    return jnp.full(tuple(size), cast(fill_value, dtype), dtype)
 
 
 @lower(aten.scalar_tensor.default)
@@ -73,20 +78,75 @@ def new_full(x, size, fill_value, dtype=None, **_):
 
 @lower(aten.arange.start_step, aten.arange.start, aten.arange.default, static_scalars=True)
 def arange(*args, dtype=None, **_):
-    import torch
-    out_dtype = runtime.to_jax_dtype(dtype) if dtype is not None else (
-        np.int64 if all(isinstance(a, (int, bool)) for a in args) else _dtype(None))
-    return jnp.arange(*args, dtype=np.float64 if jnp.issubdtype(out_dtype, jnp.floating) else out_dtype).astype(out_dtype)
+    """PyTorch's kernel: start + i * step in double, or in int64 after truncating the bounds
+    for integer results; its length rule differs for int64 and the other dtypes."""
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (tuple(args) + (1,))[:3]
+    out = runtime.to_jax_dtype(dtype) if dtype is not None else (
+        np.dtype(np.int64) if all(isinstance(a, (int, bool)) for a in args) else _dtype(None))
+    if out == np.int64:
+        start, end, step = int(start), int(end), int(step)
+        span = end - start + step - (step > 0) + (step < 0)
+        n = abs(span) // abs(step) if (span > 0) == (step > 0) else 0  # C's truncation
+    else:
+        n = math.ceil((end - start) / step)
+    if not is_float(out):
+        start, step = int(start), int(step)
+    acc = np.float64 if is_float(out) else np.int64
+    return (jnp.asarray(start, acc) + jnp.asarray(step, acc) * jnp.arange(max(n, 0), dtype=acc)).astype(out)
+
+
+def _two_sided(start, end, steps, dtype):
+    """PyTorch's linspace values, computed from start for the first half and from end for
+    the second: in the result dtype for floats, in double after truncating the bounds for
+    integers."""
+    step_t = dtype if is_float(dtype) else np.dtype(np.float64)
+    start, end = cast(cast(start, dtype), step_t), cast(cast(end, dtype), step_t)
+    if steps == 1:
+        return jnp.reshape(start, (1,))
+    step = (end - start) / jnp.asarray(steps - 1, step_t)
+    i = jnp.arange(steps, dtype=np.int64)
+    return jnp.where(i < steps // 2, start + step * i.astype(step_t),
+                     end - step * (steps - 1 - i).astype(step_t))
 
 
 @lower(aten.linspace.default)
 def linspace(start, end, steps, dtype=None, **_):
-    if steps == 1:
-        return jnp.full((1,), start, _dtype(dtype))
-    step = (end - start) / (steps - 1)
-    i = jnp.arange(steps, dtype=np.float64)
-    # PyTorch fills the first half from start and the second half from end.
-    return jnp.where(i < steps // 2, start + step * i, end - step * (steps - 1 - i)).astype(_dtype(dtype))
+    dtype = _dtype(dtype)
+    return _two_sided(start, end, steps, dtype).astype(dtype)
+
+
+@lower(aten.logspace.default)
+def logspace(start, end, steps, base=10.0, dtype=None, **_):
+    """base ** exponent in double, the exponents from the bounds in the result dtype."""
+    dtype = _dtype(dtype)
+    start, end = (cast(cast(v, dtype), np.float64) for v in (start, end))
+    exponent = _two_sided(start, end, steps, np.dtype(np.float64))
+    return jnp.power(jnp.asarray(base, np.float64), exponent).astype(dtype)
+
+
+def _triangle(numpy_fn, row, col, offset, dtype):
+    rows, cols = numpy_fn(row, offset, col)
+    return jnp.asarray(np.stack([rows, cols]).reshape(2, -1), runtime.to_jax_dtype(dtype))
+
+
+@lower(aten.tril_indices.default)
+def tril_indices(row, col, offset=0, dtype=None, **_):
+    return _triangle(np.tril_indices, row, col, offset, dtype or torch.int64)
+
+
+@lower(aten.triu_indices.default)
+def triu_indices(row, col, offset=0, dtype=None, **_):
+    return _triangle(np.triu_indices, row, col, offset, dtype or torch.int64)
+
+
+@lower(aten.fill.Scalar, aten.fill.Tensor)
+def fill(x, value):
+    return jnp.full(x.shape, cast(value, x.dtype), x.dtype)
+
+
+@lower(aten.zero.default)
+def zero(x):
+    return jnp.zeros(x.shape, x.dtype)
 
 
 @lower(aten.eye.default, aten.eye.m)

@@ -169,6 +169,18 @@ def view_as_complex(x):
     return jax.lax.complex(x[..., 0], x[..., 1])
 
 
+@lower(aten.complex.default)
+def complex_(real, imag):
+    """(Its decomposition writes through views of a new tensor, which only works above
+    functionalization.)"""
+    return jax.lax.complex(real, imag)
+
+
+@lower(aten.polar.default)
+def polar(magnitude, angle):
+    return jax.lax.complex(magnitude * jnp.cos(angle), magnitude * jnp.sin(angle))
+
+
 @lower(aten.view_copy.dtype, aten.view.dtype)
 def view_dtype(x, dtype):
     """Reinterprets the bytes: the last dim scales by the ratio of element sizes."""
