@@ -1,0 +1,219 @@
+import math
+
+import pytest
+import torch
+
+from tests.conftest import assert_same, check_lowered, to_xla
+
+
+def _rand(*shape, seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)
+    return torch.randn(*shape).to(dtype)
+
+
+def _spd(*batch, n=4):
+    a = _rand(*batch, n, n, seed=3)
+    return a @ a.mT + n * torch.eye(n)
+
+
+X, Y, V, W = _rand(3, 4), _rand(4, 5, seed=1), _rand(4, seed=2), _rand(3, seed=4)
+B, C = _rand(2, 3, 4, seed=5), _rand(2, 4, 5, seed=6)
+G, R, S = _rand(4, 4, seed=7), _rand(5, 3, seed=8), _spd(2)
+A = _rand(2, 4, 4, seed=9)
+
+PRODUCTS = {
+    "mm": (lambda x, y: x @ y, X, Y),
+    "bmm": (torch.bmm, B, C),
+    "matmul_broadcast": (lambda b, y: b @ y, B, Y),
+    "mv": (torch.mv, X, V),
+    "dot": (lambda v: torch.dot(v, v * 2), V),
+    "vdot": (lambda v: torch.vdot(v, v * 2), V),
+    "outer": (torch.outer, V, W),
+    "addmm": (lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2), _rand(5), X, Y),
+    "addmv": (lambda b, x, v: torch.addmv(b, x, v, alpha=3), W, X, V),
+    "baddbmm": (lambda b, x, y: torch.baddbmm(b, x, y, beta=2), _rand(2, 3, 5), B, C),
+    "addbmm": (lambda b, x, y: torch.addbmm(b, x, y, alpha=-1), _rand(3, 5), B, C),
+    "einsum": (lambda b, c: torch.einsum("bij,bjk->bik", b, c), B, C),
+    "einsum_trace": (lambda g: torch.einsum("ii->", g), G),
+    "tensordot": (lambda b, c: torch.tensordot(b, c, dims=([2], [1])), B, C),
+    "cross": (lambda a, b: torch.linalg.cross(a, b), _rand(2, 3), _rand(1, 3, seed=1)),
+    "cross_dim": (lambda a, b: torch.cross(a, b, dim=0), _rand(3, 2), _rand(3, 2, seed=1)),
+    "trace": (torch.trace, G),
+    "tril_triu": (lambda g: (g.tril(), g.triu(1), g.tril(-1), g.triu(-2)), B),
+}
+
+
+@pytest.mark.parametrize("name", PRODUCTS)
+def test_products(name):
+    fn, *args = PRODUCTS[name]
+    check_lowered(fn, *args, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["mm", "bmm", "mv", "dot", "addmm", "baddbmm", "addbmm", "trace",
+                                  "cross", "tril_triu", "matmul_broadcast"])
+def test_integer_products(name):
+    fn, *args = PRODUCTS[name]
+    check_lowered(fn, *[(a * 4).long() for a in args])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", ["mm", "bmm", "addmm", "baddbmm", "mv", "dot"])
+def test_low_precision_accumulates_in_float32(name, dtype):
+    fn, *args = PRODUCTS[name]
+    check_lowered(fn, *[a.to(dtype) for a in args], rtol=1e-2, atol=1e-2)
+
+
+def test_float16_long_dot_is_accumulated_in_float32():
+    """2048 products of 1.5 * 1.5 + the last, where a float16 accumulator would lose the tail."""
+    x = torch.full((1, 2049), 1.5, dtype=torch.float16)
+    y = torch.full((2049, 1), 1.5, dtype=torch.float16)
+    check_lowered(lambda x, y: x @ y, x, y, rtol=0, atol=0)
+
+
+def test_trace_of_int_is_int64():
+    assert check_lowered(torch.trace, (G * 3).int()).dtype == torch.int64
+
+
+def test_beta_zero_ignores_nan_bias():
+    nan_bias = torch.full((3, 5), math.nan)
+    check_lowered(lambda b, x, y: torch.addmm(b, x, y, beta=0), nan_bias, X, Y)
+    check_lowered(lambda b, x, y: torch.baddbmm(b, x, y, beta=0.0), nan_bias.expand(2, 3, 5), B, C)
+
+
+def _signs_fixed_eigh(values, vectors):
+    """Eigenvectors are defined up to sign (implementation-defined in PyTorch): first row >= 0."""
+    return values, vectors * vectors[..., :1, :].sign()
+
+
+def _signs_fixed_svd(u, s, vh):
+    sign = u[..., :1, :].sign()
+    return u * sign, s, vh * sign.mT
+
+
+DECOMPOSITIONS = {
+    "cholesky": (torch.linalg.cholesky, S),
+    "cholesky_upper": (lambda s: torch.linalg.cholesky(s, upper=True), S),
+    "cholesky_ex": (lambda s: tuple(torch.linalg.cholesky_ex(s)), S),
+    "inv": (torch.linalg.inv, S),
+    "inv_ex": (lambda s: tuple(torch.linalg.inv_ex(s)), G),
+    "solve": (torch.linalg.solve, S, _rand(2, 4, 3)),
+    "solve_broadcast": (torch.linalg.solve, S, _rand(4, 3)),
+    "solve_vector": (torch.linalg.solve, G, V),
+    "solve_right": (lambda a, b: torch.linalg.solve(a, b, left=False), G, _rand(3, 4)),
+    "solve_ex": (lambda a, b: tuple(torch.linalg.solve_ex(a, b)), G, V),
+    "det": (torch.linalg.det, A),
+    "slogdet": (lambda a: tuple(torch.linalg.slogdet(a)), A),
+    "lu_factor_ex": (lambda a: tuple(torch.linalg.lu_factor_ex(a)), A),
+    "lu_factor_wide": (lambda a: tuple(torch.linalg.lu_factor(a)), R.T.contiguous()),
+    "lu": (lambda a: tuple(torch.linalg.lu(a)), R),
+    "lu_solve": (lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b), G, _rand(4, 2)),
+    "lu_solve_adjoint": (lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, adjoint=True),
+                         G, _rand(4, 2)),
+    "lu_solve_right": (lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, left=False),
+                       G, _rand(2, 4)),
+    "qr": (lambda a: tuple(torch.linalg.qr(a)), R),
+    "qr_complete": (lambda a: tuple(torch.linalg.qr(a, mode="complete")), R),
+    "qr_r": (lambda a: tuple(torch.linalg.qr(a, mode="r")), R),
+    "svd": (lambda a: _signs_fixed_svd(*torch.linalg.svd(a, full_matrices=False)), R),
+    "svd_batched_wide": (lambda a: _signs_fixed_svd(*torch.linalg.svd(a, full_matrices=False)), B),
+    "svdvals": (torch.linalg.svdvals, R),
+    "eigh": (lambda a: _signs_fixed_eigh(*torch.linalg.eigh(a)), S),
+    "eigvalsh_upper": (lambda a: torch.linalg.eigvalsh(a.triu()), S),
+    "solve_triangular": (lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), G, _rand(4, 3)),
+    "solve_triangular_right": (lambda a, b: torch.linalg.solve_triangular(
+        a, b, upper=True, left=False, unitriangular=True), G, _rand(3, 4)),
+    "triangular_solve": (lambda a, b: tuple(torch.triangular_solve(b, a, transpose=True)), G, _rand(4, 3)),
+    "pinv": (torch.linalg.pinv, R),
+    "pinv_atol": (lambda a: torch.linalg.pinv(a, atol=1.0), R),
+    "pinv_hermitian": (lambda a: torch.linalg.pinv(a, hermitian=True), S),
+    "matrix_exp": (lambda a: torch.linalg.matrix_exp(a / 4), A),
+    "cholesky_solve": (lambda s, b: torch.cholesky_solve(b, torch.linalg.cholesky(s)), S, _rand(4, 2)),
+    "cholesky_inverse": (lambda s: torch.cholesky_inverse(torch.linalg.cholesky(s[0]), upper=False), S),
+    "matrix_norm_2": (lambda a: torch.linalg.matrix_norm(a, ord=2), R),
+    "matrix_norm_fro": (torch.linalg.matrix_norm, R),
+    "cond": (torch.linalg.cond, G),
+    "matrix_rank": (torch.linalg.matrix_rank, R @ R.T),
+}
+
+
+@pytest.mark.parametrize("name", DECOMPOSITIONS)
+def test_decompositions(name):
+    """Values against LAPACK on the CPU: the same conventions (pivots, signs of Q and of the
+    singular/eigen vectors for these inputs)."""
+    fn, *args = DECOMPOSITIONS[name]
+    check_lowered(fn, *args, rtol=1e-4, atol=1e-4)
+
+
+def test_float64_and_batched_broadcast():
+    check_lowered(torch.linalg.solve, S.double(), _rand(3, 1, 4, 2).double())
+    check_lowered(lambda a: tuple(torch.linalg.slogdet(a)), A.double())
+
+
+def test_complex():
+    z = torch.complex(_rand(3, 3), _rand(3, 3, seed=1))
+    check_lowered(lambda a, b: torch.vdot(a[0], b[1]), z, z.conj())
+    check_lowered(torch.linalg.solve, z, z[:, :2], rtol=1e-4, atol=1e-4)
+    check_lowered(lambda a: tuple(torch.linalg.slogdet(a)), z, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("diag,order", [([1.0, 2.0, -1.0, 3.0], 3), ([0.0, 1.0, 1.0], 1),
+                                        ([1.0, 1.0], 0), ([2.0, math.nan, 1.0], 2)])
+def test_cholesky_info_is_the_failing_minor(diag, order):
+    out = check_lowered(lambda a: torch.linalg.cholesky_ex(a)[1], torch.diag(torch.tensor(diag)))
+    assert out.item() == order
+
+
+def test_singular_inputs():
+    singular = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    check_lowered(lambda a: torch.linalg.inv_ex(a)[1], singular)
+    check_lowered(lambda a: torch.linalg.lu_factor_ex(a)[2], singular)
+    check_lowered(lambda a: tuple(torch.linalg.slogdet(a))[:2], torch.zeros(2, 2))
+    check_lowered(torch.linalg.det, torch.zeros(2, 2))
+
+
+@pytest.mark.parametrize("fn,a,message", [
+    (torch.linalg.inv, torch.zeros(3, 3), "input matrix is singular"),
+    (torch.linalg.cholesky, torch.diag(torch.tensor([1.0, 2.0, -1.0])), "leading minor of order 3"),
+    (lambda a: torch.linalg.solve(a, a[0]), torch.ones(2, 3, 3), r"\(Batch element 0\)"),
+])
+def test_failed_factorizations_raise_pytorchs_error(fn, a, message):
+    with pytest.raises(torch.linalg.LinAlgError, match=message):
+        fn(a)
+    with pytest.raises(torch.linalg.LinAlgError, match=message):
+        fn(to_xla(a))
+
+
+GRADS = {
+    "mm": (lambda x, y: x @ y, X, Y),
+    "bmm": (torch.bmm, B, C),
+    "addmm": (lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2), _rand(5), X, Y),
+    "addmv": (torch.addmv, W, X, V),
+    "baddbmm": (lambda b, x, y: torch.baddbmm(b, x, y, beta=2), _rand(2, 3, 5), B, C),
+    "addbmm": (torch.addbmm, _rand(3, 5), B, C),
+    "dot": (torch.dot, V, V * 2),
+    "cross": (torch.linalg.cross, _rand(2, 3), _rand(2, 3, seed=1)),
+    "cholesky": (torch.linalg.cholesky, S),
+    "inv": (torch.linalg.inv, S),
+    "solve": (torch.linalg.solve, S, _rand(2, 4, 3)),
+    "solve_triangular": (lambda a, b: torch.linalg.solve_triangular(a.triu(), b, upper=True), G, _rand(4, 3)),
+    "det": (torch.linalg.det, A),
+    "slogdet": (lambda a: torch.linalg.slogdet(a)[1], A),
+    "qr": (lambda a: sum(t.sum() for t in torch.linalg.qr(a)), R),
+    "eigvalsh": (torch.linalg.eigvalsh, S),
+    "svdvals": (torch.linalg.svdvals, R),
+    "pinv": (torch.linalg.pinv, R),
+    "trace": (torch.trace, G),
+}
+
+
+@pytest.mark.parametrize("name", GRADS)
+def test_gradients(name):
+    """Gradients of every input (backward formulas may use other families' ops)."""
+    fn, *args = GRADS[name]
+
+    def grads(*args):
+        args = [a.clone().requires_grad_() for a in args]
+        out = fn(*args)
+        (out * torch.linspace(0.5, 1.5, out.numel()).reshape(out.shape).to(out.device)).sum().backward()
+        return [a.grad for a in args]
+    assert_same(grads(*to_xla(args)), grads(*args), rtol=1e-4, atol=1e-4)
