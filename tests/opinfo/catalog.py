@@ -1,0 +1,160 @@
+"""Which OpInfo entries run, what family each belongs to, and the expected-failures file.
+
+An entry is one `op_db` item that supports float32 on the CPU, named `name` or
+`name.variant`. Its family comes from the name's prefix (`nn.functional.`, `linalg.`...),
+else from the OpInfo class (unary/binary ufuncs, reductions, spectral), else from the
+name sets below.
+"""
+import functools
+import os
+import re
+
+import torch
+from torch.testing._internal.common_methods_invocations import op_db, wrapper_set_seed
+
+EXPECTED_FILE = os.path.join(os.path.dirname(__file__), "expected_failures.txt")
+
+# Every CI_STRIDE-th entry (from CI_OFFSET) is the slice tests/opinfo/test_opinfo.py runs.
+CI_STRIDE = 8
+CI_OFFSET = 0
+
+_PREFIXES = (("nn.functional.", "nn.functional"), ("linalg.", "linalg"), ("fft.", "fft"),
+             ("special.", "special"), ("masked.", "masked"), ("signal.", "factories/random"),
+             ("sparse.", "other"), ("torch.ops.aten.", "other"))
+
+_CLASSES = {"UnaryUfuncInfo": "elementwise unary", "BinaryUfuncInfo": "elementwise binary",
+            "ReductionOpInfo": "reductions", "SpectralFuncInfo": "fft"}
+
+_NAMES = {
+    "elementwise unary": "clamp clone contiguous resolve_conj resolve_neg zero_ to",
+    "elementwise binary": "addcmul addcdiv lerp logaddexp2 where masked_fill isin allclose equal",
+    "reductions": """sum_to_size cumsum cumprod cummax cummin logcumsumexp max min median
+        nanmedian var_mean std_mean quantile nanquantile aminmax topk kthvalue mode sort argsort
+        msort unique unique_consecutive logsumexp norm histc histogram histogramdd bucketize
+        searchsorted trace dist diff gradient trapz trapezoid cumulative_trapezoid cov corrcoef
+        softmax log_softmax _softmax_backward_data renorm _segment_reduce""",
+    "linalg": """addmm addmv addbmm baddbmm dot vdot bmm mv addr mm matmul __rmatmul__ outer inner
+        kron tensordot einsum cdist cross cholesky cholesky_inverse cholesky_solve geqrf lu
+        lu_unpack lu_solve matrix_exp ormqr qr svd svd_lowrank pca_lowrank pinverse
+        triangular_solve logdet block_diag chain_matmul""",
+    "fft": "stft istft",
+    "factories/random": """arange linspace logspace eye ones zeros full empty empty_like zeros_like
+        ones_like full_like new_zeros new_ones new_full new_empty new_empty_strided empty_strided
+        empty_permuted scalar_tensor randn randn_like rand_like randint randint_like multinomial
+        normal bernoulli cauchy exponential geometric log_normal uniform""",
+    "indexing/shape": """broadcast_to broadcast_shapes broadcast_tensors combinations cartesian_prod
+        chunk unsafe_chunk view_as_complex expand expand_as expand_copy diag diag_embed diagonal
+        diagonal_copy diagonal_scatter alias_copy flip fliplr flipud masked_scatter masked_select
+        meshgrid as_strided as_strided_copy as_strided_scatter constant_pad_nd narrow narrow_copy
+        view_copy permute permute_copy roll rot90 split unsafe_split split_with_sizes
+        split_with_sizes_copy select select_scatter slice slice_scatter tensor_split hsplit vsplit
+        dsplit ravel reshape reshape_as view view_as atleast_1d atleast_2d atleast_3d flatten
+        unflatten column_stack gather index_fill index_copy index_select index_add index_reduce
+        _unsafe_masked_index _unsafe_masked_index_put_accumulate __getitem__ index_put put take
+        scatter scatter_add scatter_reduce stack _chunk_cat hstack cat unbind unbind_copy vstack
+        dstack unfold unfold_copy movedim squeeze squeeze_copy resize_ resize_as_ take_along_dim
+        unsqueeze unsqueeze_copy transpose transpose_copy T H mT mH t t_copy tril triu nonzero
+        nonzero_static argwhere repeat_interleave diagflat repeat tile item""",
+}
+_NAME_FAMILY = {n: fam for fam, names in _NAMES.items() for n in names.split()}
+
+# Entries OpInfo wraps in wrapper_set_seed although their values do not depend on the seed.
+_SEEDED_BUT_DETERMINISTIC = {"item"}
+
+
+def entry_id(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+@functools.lru_cache(None)
+def entries():
+    """op_db entries supporting float32 on the CPU, in op_db's order, ids unique."""
+    out, seen = [], set()
+    for op in op_db:
+        if torch.float32 not in op.supported_dtypes("cpu"):
+            continue
+        eid = entry_id(op)
+        if eid in seen:  # op_db repeats a few names; the later ones get a suffix
+            n = 2
+            while f"{eid}#{n}" in seen:
+                n += 1
+            eid = f"{eid}#{n}"
+        seen.add(eid)
+        out.append((eid, op))
+    return tuple(out)
+
+
+def ci_slice():
+    return entries()[CI_OFFSET::CI_STRIDE]
+
+
+def family(op) -> str:
+    for prefix, fam in _PREFIXES:
+        if op.name.startswith(prefix):
+            return fam
+    fam = _CLASSES.get(type(op).__name__)
+    if fam is not None:
+        return fam
+    return _NAME_FAMILY.get(op.name, "other")
+
+
+def is_random(op) -> bool:
+    """Values that legitimately differ between the CPU and the device: random ops (OpInfo
+    seeds the CPU generator for them with wrapper_set_seed) and uninitialised outputs."""
+    if op.has_nondeterministic_output:
+        return True
+    if op.name in _SEEDED_BUT_DETERMINISTIC:
+        return False
+    f = op.op
+    if isinstance(f, functools.partial):
+        return f.func is wrapper_set_seed
+    code = getattr(f, "__code__", None)
+    return code is not None and "wrapper_set_seed" in code.co_names
+
+
+# ---- the expected-failures file ----------------------------------------------------------
+# One line per failing (entry, direction):
+#     <entry id> <forward|backward> <status> <category>: <message>
+# status is `fallback` (correct, but some op ran on the CPU) or `fail` (an error or timeout).
+# Wrong results are never listed: they are bugs.
+
+CATEGORIES = ("not-lowered", "xla-limitation", "pytorch-bug", "engine-bug", "missing-error",
+              "timeout", "harness")
+_LINE = re.compile(r"^(\S+) (forward|backward) (fallback|fail) ([a-z-]+): ?(.*)$")
+
+
+def read_expected(path=EXPECTED_FILE):
+    """{(entry id, direction): (status, category, message)}"""
+    out = {}
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            m = _LINE.match(line)
+            if m is None or m.group(4) not in CATEGORIES:
+                raise ValueError(f"{path}:{n}: bad line {line!r}")
+            out[(m.group(1), m.group(2))] = (m.group(3), m.group(4), m.group(5))
+    return out
+
+
+_HEADER = """\
+# OpInfo entries that do not pass on the XLA device (regenerate with
+# `scripts/opinfo_coverage --write-expected`; categories of lines already here are kept).
+# <entry> <forward|backward> <fallback|fail> <category>: <message>
+# categories: {}
+# Wrong results (no error, different values) are bugs and never listed here.
+"""
+
+
+def write_expected(rows, path=EXPECTED_FILE):
+    """rows: {(entry id, direction): (status, category, message)}"""
+    order = {eid: i for i, (eid, _) in enumerate(entries())}
+    with open(path, "w") as f:
+        f.write(_HEADER.format(", ".join(CATEGORIES)))
+        for (eid, direction), (status, cat, msg) in sorted(
+                rows.items(), key=lambda kv: (order.get(kv[0][0], 1 << 30), kv[0][1] != "forward")):
+            msg = " ".join(msg.split())[:160]
+            f.write(f"{eid} {direction} {status} {cat}: {msg}\n")

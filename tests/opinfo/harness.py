@@ -1,0 +1,295 @@
+"""Runs one OpInfo entry on the CPU and on the XLA device and compares the results.
+
+For each dtype tested (float32, and int64/bool where the entry supports them) the first few
+`op.sample_inputs` run on CPU tensors and on device copies of them (requires_grad kept).
+Forward: values (float32 tolerance; exact for integers and bools), dtypes, shapes and
+devices must match; random ops compare dtypes and shapes only. When the CPU raises, the
+device must raise the same exception type. Backward (float32, entries that support
+autograd): a fixed random cotangent for each floating output that requires grad, then
+`torch.autograd.grad` with respect to the floating inputs that require grad, on both sides.
+
+A sample ends as `pass`, `fallback` (right, but some op ran on the CPU: the `aten::NAME`
+counters), `fail` (an error, or no error where the CPU raised), `wrong` (a different result
+without an error: a bug) or `none` (nothing to compare, e.g. no differentiable output). An
+entry's status in a direction is the worst of its samples'.
+"""
+import os
+import signal
+import warnings
+
+os.environ.setdefault("CPU_NUM_DEVICES", "1")
+
+import torch
+from torch.utils import _pytree as pytree
+
+import torch_xla  # noqa: F401
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+
+from .catalog import is_random
+
+FORWARD_DTYPES = (torch.float32, torch.int64, torch.bool)
+SAMPLES = {torch.float32: 3, torch.int64: 2, torch.bool: 2}
+RTOL, ATOL = 1e-4, 1e-5           # forward, float32
+GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-4  # gradients go through more ops
+_RANK = {"none": 0, "pass": 1, "fallback": 2, "fail": 3, "wrong": 4}
+
+
+class Mismatch(AssertionError):
+    pass
+
+
+class EntryTimeout(Exception):
+    pass
+
+
+def _device():
+    return xm.xla_device()
+
+
+def _to_device(tree, dev):
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            return x.detach().to(dev).requires_grad_(x.requires_grad)
+        if isinstance(x, torch.device) and x.type == "cpu":
+            return dev
+        if isinstance(x, str) and x == "cpu":
+            return dev
+        return x
+    return pytree.tree_map(move, tree)
+
+
+def _grad_inputs(tree):
+    return [x for x in pytree.tree_leaves(tree) if isinstance(x, torch.Tensor) and x.requires_grad]
+
+
+def compare(actual, expected, values=True, rtol=RTOL, atol=ATOL, path="out"):
+    """Raises Mismatch where `actual` (from the device) differs from `expected` (CPU)."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            raise Mismatch(f"{path}: {type(actual).__name__} instead of a tensor")
+        if actual.device.type != ("xla" if expected.device.type == "cpu" else expected.device.type):
+            raise Mismatch(f"{path}: on {actual.device}, expected {expected.device} -> xla")
+        if actual.dtype != expected.dtype:
+            raise Mismatch(f"{path}: dtype {actual.dtype}, expected {expected.dtype}")
+        if actual.shape != expected.shape:
+            raise Mismatch(f"{path}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+        if values:
+            a, e = actual.detach().cpu(), expected.detach()
+            try:
+                torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True,
+                                           check_device=False)
+            except AssertionError as err:
+                lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+                raise Mismatch(f"{path}: " + "; ".join(lines[:4])) from None
+    elif isinstance(expected, (list, tuple)):
+        if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
+            raise Mismatch(f"{path}: {type(actual).__name__} of "
+                           f"{len(actual) if isinstance(actual, (list, tuple)) else '?'}, "
+                           f"expected {type(expected).__name__} of {len(expected)}")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            compare(a, e, values, rtol, atol, f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        if not isinstance(actual, dict) or actual.keys() != expected.keys():
+            raise Mismatch(f"{path}: dict keys differ")
+        for k in expected:
+            compare(actual[k], expected[k], values, rtol, atol, f"{path}[{k!r}]")
+    elif isinstance(expected, float) and values:
+        if not isinstance(actual, float) or not (
+                actual == expected or abs(actual - expected) <= atol + rtol * abs(expected)
+                or (actual != actual and expected != expected)):
+            raise Mismatch(f"{path}: {actual!r}, expected {expected!r}")
+    elif values or not isinstance(expected, (int, bool, complex)):
+        if type(actual) is not type(expected) or actual != expected:
+            raise Mismatch(f"{path}: {actual!r}, expected {expected!r}")
+
+
+def _short(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    return f"{type(e).__name__}: {msg[:200]}"
+
+
+def _fallbacks():
+    return sorted(n for n in met.counter_names() if n.startswith("aten::"))
+
+
+def _result(status, detail="", fallbacks=()):
+    return {"status": status, "detail": detail, "fallbacks": list(fallbacks)}
+
+
+def _differentiable(out):
+    return [o for o in pytree.tree_leaves(out)
+            if isinstance(o, torch.Tensor) and o.requires_grad
+            and (o.is_floating_point() or o.is_complex())]
+
+
+def _cotangents(outs):
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(o.shape, dtype=o.dtype, generator=g) for o in outs]
+
+
+def _backward(sample, cpu_out, dev_out, cpu_in, dev_in, random):
+    """Compares gradients of one sample; cpu_out/dev_out are the processed outputs."""
+    outs = _differentiable(cpu_out)
+    ins = _grad_inputs(cpu_in)
+    if not outs or not ins:
+        return _result("none")
+    cts = _cotangents(outs)
+    try:
+        expected = torch.autograd.grad(outs, ins, cts, allow_unused=True)
+        cpu_error = None
+    except Exception as e:  # noqa: BLE001  (any error the CPU raises, the device must raise)
+        cpu_error = e
+    dev = _device()
+    met.clear_counters()
+    try:
+        douts = _differentiable(dev_out)
+        dins = _grad_inputs(dev_in)
+        if len(douts) != len(outs) or len(dins) != len(ins):
+            return _result("wrong", f"{len(douts)} differentiable outputs / {len(dins)} inputs "
+                           f"on the device, {len(outs)} / {len(ins)} on the CPU")
+        actual = torch.autograd.grad(douts, dins, [c.to(dev) for c in cts], allow_unused=True)
+        actual = [None if a is None else a.cpu() for a in actual]
+    except EntryTimeout:
+        raise
+    except Exception as e:  # noqa: BLE001
+        if cpu_error is not None and type(e) is type(cpu_error):
+            return _result("pass", fallbacks=_fallbacks())
+        return _result("fail", _short(e), _fallbacks())
+    fallbacks = _fallbacks()
+    if cpu_error is not None:
+        return _result("fail", f"missing error: the CPU raised {_short(cpu_error)}", fallbacks)
+    try:
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            if (a is None) != (e is None):
+                raise Mismatch(f"grad[{i}]: {'None' if a is None else 'a tensor'} on the device, "
+                               f"{'None' if e is None else 'a tensor'} on the CPU")
+            if e is not None:
+                compare(a.to(dev), e, not random, GRAD_RTOL, GRAD_ATOL, f"grad[{i}]")
+    except Mismatch as m:
+        return _result("wrong", str(m), fallbacks)
+    return _result("fallback" if fallbacks else "pass", fallbacks=fallbacks)
+
+
+def run_sample(op, sample, backward):
+    """(forward result, backward result or None) for one sample."""
+    random = is_random(op)
+    dev = _device()
+    cpu_in = (sample.input, sample.args, sample.kwargs)
+    dev_in = _to_device(cpu_in, dev)  # before the CPU run: in-place ops change their inputs
+    try:
+        expected = op(sample.input, *sample.args, **sample.kwargs)
+        cpu_error = None
+    except Exception as e:  # noqa: BLE001
+        expected, cpu_error = None, e
+    met.clear_counters()
+    try:
+        actual = op(dev_in[0], *dev_in[1], **dev_in[2])
+        # transfers run the graph: errors of the compiled program belong to the forward
+        pytree.tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, actual)
+    except EntryTimeout:
+        raise
+    except Exception as e:  # noqa: BLE001
+        if cpu_error is not None and type(e) is type(cpu_error):
+            return _result("pass", fallbacks=_fallbacks()), None
+        return _result("fail", _short(e), _fallbacks()), None
+    fallbacks = _fallbacks()
+    if cpu_error is not None:
+        return _result("fail", f"missing error: the CPU raised {_short(cpu_error)}", fallbacks), None
+    try:
+        compare(actual, expected, values=not random)
+        fwd = _result("fallback" if fallbacks else "pass", fallbacks=fallbacks)
+    except Mismatch as m:
+        fwd = _result("wrong", str(m), fallbacks)
+    if not backward:
+        return fwd, None
+    try:
+        process = sample.output_process_fn_grad
+        bwd = _backward(sample, process(expected), process(actual), cpu_in, dev_in, random)
+    except EntryTimeout:
+        raise
+    except Exception as e:  # noqa: BLE001  (e.g. output_process_fn_grad failing on the device)
+        bwd = _result("fail", _short(e), _fallbacks())
+    return fwd, bwd
+
+
+def _merge(results):
+    """The worst of several sample results; fallbacks and the first detail of that status."""
+    results = [r for r in results if r is not None]
+    if not results:
+        return None
+    worst = max(results, key=lambda r: _RANK[r["status"]])
+    fallbacks = sorted({f for r in results for f in r["fallbacks"]})
+    return _result(worst["status"], worst["detail"], fallbacks)
+
+
+def _alarm(signum, frame):
+    raise EntryTimeout("timed out")
+
+
+def run_entry(op, timeout=None):
+    """{'forward': result, 'backward': result or None, 'dtypes': [...]} for one entry.
+    timeout (seconds, main thread only) ends the entry with a `fail` (timeout)."""
+    supported = op.supported_dtypes("cpu")
+    dtypes = [d for d in FORWARD_DTYPES if d in supported]
+    fwd, bwd = [], []
+    if timeout:
+        old = signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(int(timeout))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for dtype in dtypes:
+                grad = dtype == torch.float32 and op.supports_autograd
+                try:
+                    samples = list(_first(op.sample_inputs("cpu", dtype, requires_grad=grad),
+                                          SAMPLES[dtype]))
+                except EntryTimeout:
+                    raise
+                except Exception as e:  # noqa: BLE001
+                    fwd.append(_result("fail", f"harness: sample_inputs raised {_short(e)}"))
+                    continue
+                for sample in samples:
+                    f, b = run_sample(op, sample, grad)
+                    fwd.append(f)
+                    bwd.append(b)
+    except EntryTimeout:
+        fwd.append(_result("fail", "timeout"))
+        if op.supports_autograd:
+            bwd.append(_result("fail", "timeout"))
+    finally:
+        if timeout:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
+    backward = _merge(bwd) if op.supports_autograd else None
+    if backward is not None and backward["status"] == "none":
+        backward = None
+    return {"forward": _merge(fwd) or _result("none"), "backward": backward,
+            "dtypes": [str(d).replace("torch.", "") for d in dtypes]}
+
+
+def _first(gen, n):
+    for i, x in enumerate(gen):
+        if i >= n:
+            return
+        yield x
+
+
+def category(result) -> str:
+    """A first guess at the reason category of a failing result (the file keeps edits)."""
+    detail = result["detail"]
+    if result["status"] == "fallback" or "has no XLA lowering" in detail:
+        return "not-lowered"
+    if detail.startswith("missing error"):
+        return "missing-error"
+    if detail == "timeout":
+        return "timeout"
+    if detail.startswith("harness"):
+        return "harness"
+    return "engine-bug"
+
+
+def summary(result) -> str:
+    if result["status"] == "fallback":
+        return "ran on the CPU: " + " ".join(result["fallbacks"])
+    return result["detail"]
