@@ -222,3 +222,28 @@ def test_pad(mode, shape, pad):
 def test_pixel_shuffle():
     check_grads(lambda x: F.pixel_shuffle(x, 2), randn(2, 8, 3, 4))
     check_grads(lambda x: F.pixel_unshuffle(x, 2), randn(3, 2, 4, 6))
+
+
+@pytest.mark.parametrize("mode,last,padding_idx", [("sum", False, None), ("mean", True, 2),
+                                                   ("max", False, 2), ("max", True, None),
+                                                   ("mean", False, None)])
+def test_embedding_bag(mode, last, padding_idx):
+    w, idx = randn(6, 3), torch.tensor([0, 2, 2, 1, 5, 3, 2])
+    offsets = torch.tensor([0, 2, 2, 5] + ([7] if last else []))  # bag 1 is empty
+    fn = lambda idx, offsets, w: F.embedding_bag(idx, w, offsets.to(idx.device), mode=mode,
+                                                 include_last_offset=last, padding_idx=padding_idx)
+    check_grads(fn, idx, offsets, w, wrt=(2,))
+
+
+def test_embedding_bag_per_sample_weights_and_2d_input():
+    w, idx, psw = randn(6, 3), torch.tensor([0, 2, 2, 1, 5, 3]), randn(6)
+    fn = lambda idx, w, psw: F.embedding_bag(idx, w, torch.tensor([0, 3], device=idx.device),
+                                             per_sample_weights=psw, mode="sum")
+    check_grads(fn, idx, w, psw, wrt=(1, 2))
+    # the repeated index is the largest: PyTorch's CPU kernel scales the index that follows a
+    # repeated one (in sorted order) by the wrong count (embedding_bag([1, 1, 3]) gives row 3
+    # half its gradient); the device follows the documented rule
+    check_grads(lambda idx, w: F.embedding_bag(idx, w, mode="mean", scale_grad_by_freq=True),
+                torch.tensor([[0, 1, 4], [3, 4, 4]]), w, wrt=(1,))
+    # without gradients: _embedding_bag_forward_only
+    check_lowered(lambda idx, w: F.embedding_bag(idx, w, mode="max"), idx.reshape(2, 3), w.detach())

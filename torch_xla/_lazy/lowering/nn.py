@@ -349,6 +349,83 @@ def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad
     return jnp.zeros((num_weights, g.shape[1]), g.dtype).at[idx].add(g)
 
 
+def _bags(indices, offsets, include_last_offset, padding_idx):
+    """(bag of each index, whether it counts (not padding_idx), number of bags)."""
+    nbags = offsets.shape[0] - (1 if include_last_offset else 0)
+    bag = jnp.searchsorted(offsets[:nbags], jnp.arange(indices.shape[0], dtype=offsets.dtype),
+                           side="right") - 1
+    return bag, indices != padding_idx, nbags
+
+
+@lower(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """(output, offset2bag, bag_size, max_indices) with the shapes of PyTorch's meta kernel:
+    bag_size has an entry per offset, max_indices is empty unless mode is max (2). Empty
+    bags give zeros."""
+    bag, keep, nbags = _bags(indices, offsets, include_last_offset, padding_idx)
+    rows = jnp.take(weight, indices, axis=0, mode="clip")
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights[:, None].astype(rows.dtype)
+    size = jax.ops.segment_sum(keep.astype(jnp.int64), bag, nbags)
+    bag_size = jnp.pad(size, (0, offsets.shape[0] - nbags))
+    zero = jnp.zeros((), rows.dtype)
+    if mode != 2:
+        out = jax.ops.segment_sum(jnp.where(keep[:, None], rows, zero), bag, nbags)
+        if mode == 1:
+            out = out / jnp.maximum(size, 1)[:, None].astype(out.dtype)
+        return out, bag, bag_size, jnp.zeros((0,), jnp.int64)
+    low = jnp.array(-jnp.inf, rows.dtype)
+    out = jax.ops.segment_max(jnp.where(keep[:, None], rows, low), bag, nbags)
+    # the first index of each bag reaching the maximum, per column
+    pos = jnp.arange(indices.shape[0])[:, None]
+    hit = keep[:, None] & (rows == out[bag])
+    first = jax.ops.segment_min(jnp.where(hit, pos, indices.shape[0]), bag, nbags)
+    empty = (size == 0)[:, None]
+    max_indices = jnp.where(empty, 0, jnp.take(indices, first, mode="clip"))
+    return jnp.where(empty, zero, out), bag, bag_size, max_indices
+
+
+@lower(aten._embedding_bag_backward.default)
+def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, max_indices, num_weights,
+                           scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx=-1):
+    return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indices,
+                                        num_weights, scale_grad_by_freq, mode, per_sample_weights,
+                                        padding_idx)
+
+
+@lower(aten._embedding_bag_dense_backward.default)
+def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indices, num_weights,
+                                 scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
+    dt = _acc(grad.dtype)
+    grad = grad.astype(dt)
+    if mode == 2:
+        live = (bag_size[:grad.shape[0]] > 0)[:, None]
+        cols = jnp.broadcast_to(jnp.arange(grad.shape[1]), grad.shape)
+        return jnp.zeros((num_weights, grad.shape[1]), dt).at[max_indices, cols].add(
+            jnp.where(live, grad, jnp.zeros((), dt)))
+    g = jnp.take(grad, offset2bag, axis=0, mode="clip")
+    if mode == 1:
+        g = g / jnp.maximum(jnp.take(bag_size, offset2bag), 1)[:, None].astype(dt)
+    if per_sample_weights is not None:
+        g = g * per_sample_weights[:, None].astype(dt)
+    keep = (indices != padding_idx)[:, None]
+    if scale_grad_by_freq:
+        counts = jnp.zeros((num_weights,), dt).at[indices].add(1)
+        g = g / counts[indices][:, None]
+    return jnp.zeros((num_weights, grad.shape[1]), dt).at[indices].add(
+        jnp.where(keep, g, jnp.zeros((), dt)))
+
+
+@lower(aten._embedding_bag_per_sample_weights_backward.default)
+def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
+                                              padding_idx=-1):
+    dt = _acc(grad.dtype)
+    rows = jnp.take(weight, indices, axis=0, mode="clip").astype(dt)
+    g = jnp.take(grad, offset2bag, axis=0, mode="clip").astype(dt)
+    return jnp.where(indices != padding_idx, jnp.sum(g * rows, axis=1), jnp.zeros((), dt))
+
+
 # ---- padding and pixel shuffle ------------------------------------------------------------
 
 def _pad_index(n, lo, hi, mode):
