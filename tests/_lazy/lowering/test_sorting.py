@@ -124,3 +124,19 @@ def test_gradients(fn):
         (fn(x) * torch.arange(fn(x).numel()).reshape(fn(x).shape).to(x.device)).sum().backward()
         return x.grad
     assert_same(grad(to_xla(x)), grad(x))
+
+
+SEQ = torch.tensor([[1.0, 2.0, 2.0, 4.0, 7.0], [-3.0, -1.0, 0.0, 0.0, 5.0]])
+VALUES = torch.tensor([[2.0, 0.5, 7.0, 9.0], [0.0, -5.0, 5.0, -1.0]])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda s, v: torch.searchsorted(s, v), lambda s, v: torch.searchsorted(s, v, right=True),
+    lambda s, v: torch.searchsorted(s, v, side="right", out_int32=True),
+    lambda s, v: torch.searchsorted(s[0], v), lambda s, v: torch.searchsorted(s[1], 0.0),
+    lambda s, v: torch.searchsorted(s[0].long(), 2.5),
+    lambda s, v: torch.searchsorted(s.flip(-1), v, sorter=s.flip(-1).argsort(stable=True)),
+    lambda s, v: torch.bucketize(v, s[0]), lambda s, v: torch.bucketize(v, s[1], right=True),
+    lambda s, v: torch.bucketize(3, s[0], out_int32=True)])
+def test_searchsorted_and_bucketize(fn):
+    check_lowered(fn, SEQ, VALUES)

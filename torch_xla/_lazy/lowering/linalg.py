@@ -166,17 +166,29 @@ def lu_factor_ex(a, pivot=True, check_errors=False):
     return lu, pivots, _zero_pivot_info(lu)
 
 
+def _unpack(packed, perm):
+    """(P, L, U) with A = P L U from a packed LU and the row permutation of A[perm] = L U."""
+    m, n = packed.shape[-2:]
+    k = min(m, n)
+    p = _mT(jnp.eye(m, dtype=packed.dtype)[perm])
+    lower_ = jnp.tril(packed[..., :, :k], -1) + jnp.eye(m, k, dtype=packed.dtype)
+    return p, lower_, jnp.triu(packed[..., :k, :])
+
+
 @lower(aten.linalg_lu.default)
 def lu(a, pivot=True):
     if not pivot:
         raise NotImplementedError("linalg.lu: LU without pivoting is not implemented on XLA")
     packed, _, perm = _lu(a)
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    eye = jnp.eye(m, dtype=a.dtype)
-    p = _mT(eye[perm])
-    lower_ = jnp.tril(packed[..., :, :k], -1) + jnp.eye(m, k, dtype=a.dtype)
-    return p, lower_, jnp.triu(packed[..., :k, :])
+    return _unpack(packed, perm)
+
+
+@lower(aten.lu_unpack.default)
+def lu_unpack(packed, pivots, unpack_data=True, unpack_pivots=True):
+    p, lower_, upper = _unpack(packed, _perm(pivots, packed.shape[-2]))
+    empty = jnp.zeros((0,), packed.dtype)
+    return (p if unpack_pivots else empty,
+            lower_ if unpack_data else empty, upper if unpack_data else empty)
 
 
 @lower(aten.linalg_lu_solve.default)

@@ -1,14 +1,16 @@
-"""Sorting and order statistics: sort, topk, kthvalue, median, nanmedian, mode.
+"""Sorting and order statistics: sort, topk, kthvalue, median, nanmedian, mode, searchsorted.
 
 Everything is built on one stable sort of (values, indices) along a dim. NaN sorts above
 every number and -0.0 ties with 0.0 (lax.sort canonicalises both), as in PyTorch.
 Descending order sorts the flipped input ascending and flips the result back, which keeps
 equal elements in their original order (PyTorch's stable descending sort).
 """
+import jax
 import jax.numpy as jnp
 from jax import lax
 
 from . import aten, lower
+from ._types import promote
 
 
 def _sort(x, axis, descending=False):
@@ -112,3 +114,24 @@ def mode(x, dim=-1, keepdim=False):
     run = iota - lax.cummax(starts, axis=axis) + 1
     pos = jnp.argmax(run, axis=axis, keepdims=True)
     return _pick((values, indices), pos, axis, keepdim)
+
+
+@lower(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
+def searchsorted(seq, values, out_int32=False, right=False, side=None, sorter=None):
+    """Insertion points in the last dim of `seq` (1-d, or one row per row of `values`)."""
+    if sorter is not None:
+        seq = jnp.take_along_axis(seq, sorter, axis=-1)
+    side = side or ("right" if right else "left")
+    seq, values = promote(seq, values)
+    dtype = jnp.int32 if out_int32 else jnp.int64
+    if seq.ndim <= 1:
+        return jnp.searchsorted(seq, values, side=side).astype(dtype)
+    rows = seq.reshape(-1, seq.shape[-1])
+    out = jax.vmap(lambda r, v: jnp.searchsorted(r, v, side=side))(
+        rows, values.reshape(rows.shape[0], -1))
+    return out.reshape(values.shape).astype(dtype)
+
+
+@lower(aten.bucketize.Tensor, aten.bucketize.Scalar)
+def bucketize(values, boundaries, out_int32=False, right=False):
+    return searchsorted(boundaries, values, out_int32=out_int32, right=right)
