@@ -47,9 +47,8 @@ class _Feed:
         return False
 
 
-def _load(feed, loader, devices):
+def _load(feed, it, devices):
     try:
-        it = iter(loader)
         while not feed.closed.is_set():
             batches = []
             for _ in devices:
@@ -78,7 +77,9 @@ class ParallelLoader:
         self._loader = loader
         self._devices = [torch.device(d) for d in devices]
         self._feed = _Feed(len(self._devices), device_prefetch_size)
-        self._thread = threading.Thread(target=_load, args=(self._feed, loader, self._devices),
+        # iter() here, not in the thread: a DataLoader draws its seed from torch's generator
+        # then, and doing that in step with the caller keeps runs reproducible.
+        self._thread = threading.Thread(target=_load, args=(self._feed, iter(loader), self._devices),
                                         daemon=True)
         self._thread.start()
         weakref.finalize(self, self._feed.closed.set)
