@@ -45,10 +45,9 @@ class XLATensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        from .dispatch import dispatch
         _nesting.depth += 1
         try:
-            return dispatch(func, args, kwargs or {})
+            return _engine.dispatch(func, args, kwargs or {})
         finally:
             _nesting.depth -= 1
 
@@ -141,3 +140,6 @@ def _unheld_leaf_buffers(values, held):
             else:
                 stack.append(v.node)
     return out
+
+
+from . import dispatch as _engine  # noqa: E402  (the entry; it imports this module)

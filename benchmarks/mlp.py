@@ -1,0 +1,96 @@
+"""MLP 784-1024-1024-10, batch 128, SGD with momentum: ours vs jax.jit (the floor) vs eager CPU."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+import torch.nn as nn
+
+import torch_xla.core.xla_model as xm
+from common import first_step_time, last_torch_xla_program, peak_step_bytes, report, steady_time
+
+SIZES = [784, 1024, 1024, 10]
+BATCH, LR, MOMENTUM = 128, 0.01, 0.9
+
+
+def torch_model():
+    torch.manual_seed(0)
+    layers = []
+    for i in range(len(SIZES) - 1):
+        layers += [nn.Linear(SIZES[i], SIZES[i + 1]), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
+
+
+def torch_step_fn(device, xla):
+    model = torch_model().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    x = torch.randn(BATCH, SIZES[0]).to(device)
+    y = torch.randint(0, SIZES[-1], (BATCH,)).to(device)
+
+    def step():
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        if xla:
+            xm.optimizer_step(opt, barrier=True)
+        else:
+            opt.step()
+    return step
+
+
+def jax_step_fn():
+    key = jax.random.PRNGKey(0)
+    params = []
+    for i in range(len(SIZES) - 1):
+        key, k1 = jax.random.split(key)
+        bound = 1 / np.sqrt(SIZES[i])
+        params.append((jax.random.uniform(k1, (SIZES[i], SIZES[i + 1]), jnp.float32, -bound, bound),
+                       jnp.zeros(SIZES[i + 1], jnp.float32)))
+    bufs = jax.tree.map(jnp.zeros_like, params)
+    x = jax.random.normal(key, (BATCH, SIZES[0]), jnp.float32)
+    y = jax.random.randint(key, (BATCH,), 0, SIZES[-1])
+
+    def loss_fn(params):
+        h = x
+        for i, (w, b) in enumerate(params):
+            h = h @ w + b
+            if i < len(params) - 1:
+                h = jax.nn.relu(h)
+        logp = jax.nn.log_softmax(h)
+        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], 1))
+
+    @jax.jit
+    def train(params, bufs):
+        grads = jax.grad(loss_fn)(params)
+        bufs = jax.tree.map(lambda b, g: MOMENTUM * b + g, bufs, grads)
+        params = jax.tree.map(lambda p, b: p - LR * b, params, bufs)
+        return params, bufs
+    train = jax.jit(train.__wrapped__, donate_argnums=(0, 1))
+    state = [params, bufs]
+
+    def step():
+        state[0], state[1] = train(state[0], state[1])
+    return step, lambda: jax.block_until_ready(state), lambda: train.lower(*state).compile()
+
+
+def main():
+    dev = xm.xla_device()
+    ours = torch_step_fn(dev, True)
+    ours_first = first_step_time(ours, xm.wait_device_ops)
+    ours_t = steady_time(ours, xm.wait_device_ops)
+    ours_mem = peak_step_bytes(last_torch_xla_program())
+    jstep, jsync, jcompiled = jax_step_fn()
+    jax_first = first_step_time(jstep, jsync)
+    jax_t = steady_time(jstep, jsync)
+    jax_mem = peak_step_bytes(jcompiled())
+    eager = torch_step_fn("cpu", False)
+    eager_t = steady_time(eager, lambda: None)
+    report("mlp", {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,
+                   "ours/jax": ours_t / jax_t, "ours/eager": ours_t / eager_t,
+                   "first_ours_s": ours_first, "first_jax_s": jax_first,
+                   "first_ratio": ours_first / jax_first,
+                   "peak_ours_mb": ours_mem / 2**20, "peak_jax_mb": jax_mem / 2**20,
+                   "peak_ratio": ours_mem / jax_mem})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Tracing cost: a graph of 300 small ops, replayed; microseconds per op.
+
+`per_op_us` is the whole replay (trace 300 ops, look the program up, run it) divided by 300.
+`trace_only_us` leaves the sync out. `floor_us` is what PyTorch's own dispatch costs for a
+wrapper subclass whose __torch_dispatch__ only makes a new wrapper (functionalization on
+top, as for our tensors): no engine can go below it from Python.
+"""
+import time
+
+import torch
+
+import torch_xla.core.xla_model as xm
+from common import report, steady_time
+
+N_OPS = 300
+
+
+def graph(x):
+    y = x
+    for _ in range(N_OPS // 3):
+        y = (y * 1.001 + 0.001).relu()
+    return y
+
+
+class _Floor(torch.Tensor):
+    @staticmethod
+    def __new__(cls, shape):
+        return torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.float32,
+                                                   device=torch.device("xla", 0))
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _Floor(args[0].shape)
+
+
+def best_of(fn, repeat=7):
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main():
+    dev = xm.xla_device()
+    x = torch.randn(16, 16, device=dev)
+    xm.mark_step()
+    whole = steady_time(lambda: graph(x), xm.mark_step, blocks=7, steps_per_block=1)
+    trace_only = best_of(lambda: graph(x))
+    xm.mark_step()
+    floor_tensor = torch._to_functional_tensor(_Floor((16, 16)))
+    floor = best_of(lambda: graph(floor_tensor))
+    report("tracing", {"per_op_us": (whole - 0) / N_OPS * 1e6, "trace_only_us": trace_only / N_OPS * 1e6,
+                       "floor_us": floor / N_OPS * 1e6, "target_us": 15.0})
+
+
+if __name__ == "__main__":
+    main()
