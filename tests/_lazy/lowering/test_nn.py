@@ -82,8 +82,7 @@ def _train_steps(bn, x, g, steps=2):
 @pytest.mark.parametrize("make,shape", [
     (lambda: torch.nn.BatchNorm1d(4, momentum=0.3), (5, 4, 3)),
     (lambda: torch.nn.BatchNorm2d(3), (4, 3, 2, 2)),
-    (lambda: torch.nn.BatchNorm1d(4, affine=False), (6, 4)),
-    (lambda: torch.nn.BatchNorm3d(2, track_running_stats=False), (2, 2, 3, 2, 2)),
+    (lambda: torch.nn.BatchNorm3d(2, affine=False, track_running_stats=False), (2, 2, 3, 2, 2)),
 ])
 def test_batch_norm_training_updates_running_stats(make, shape):
     bn = make()
@@ -212,8 +211,7 @@ def test_embedding(padding_idx, scale):
 # ---- padding and pixel shuffle ------------------------------------------------------------
 
 @pytest.mark.parametrize("mode,shape,pad", [
-    ("reflect", (2, 5), (2, 3)), ("replicate", (2, 3, 5), (2, 3)),
-    ("reflect", (2, 3, 4, 5), (2, 3, 1, 0)), ("replicate", (2, 3, 4, 5), (0, 1, 3, 2)),
+    ("reflect", (2, 5), (2, 3)), ("replicate", (2, 3, 4, 5), (0, 1, 3, 2)),
     ("reflect", (1, 2, 3, 4, 5), (2, 1, 1, 0, 2, 2)), ("replicate", (1, 2, 3, 4, 5), (1, 1, 0, 2, 2, 1))])
 def test_pad(mode, shape, pad):
     check_grads(lambda x: F.pad(x, pad, mode=mode), randn(*shape))
@@ -225,8 +223,7 @@ def test_pixel_shuffle():
 
 
 @pytest.mark.parametrize("mode,last,padding_idx", [("sum", False, None), ("mean", True, 2),
-                                                   ("max", False, 2), ("max", True, None),
-                                                   ("mean", False, None)])
+                                                   ("max", True, 2)])
 def test_embedding_bag(mode, last, padding_idx):
     w, idx = randn(6, 3), torch.tensor([0, 2, 2, 1, 5, 3, 2])
     offsets = torch.tensor([0, 2, 2, 5] + ([7] if last else []))  # bag 1 is empty
