@@ -101,20 +101,19 @@ INT_BINARY = {
 }
 
 
+BOOL_BINARY = {"add", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "ge", "logical_and",
+               "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "atan2", "xlogy"}
+
+
 @pytest.mark.parametrize("name", sorted(INT_BINARY))
-def test_int_binary(name):
+def test_int_and_bool_binary(name):
     """Integer kernels: exact division modes (negative operands), int -> float for div,
-    atan2, copysign and xlogy."""
-    lowered(INT_BINARY[name], rint(3, 4), nonzero_int(4))
-
-
-BOOL_BINARY = ["add", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "ge", "logical_and",
-               "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "atan2", "xlogy"]
-
-
-@pytest.mark.parametrize("name", BOOL_BINARY)
-def test_bool_binary(name):
-    lowered(INT_BINARY[name], rbool(3, 4), rbool(3, 4, seed=5))
+    atan2, copysign and xlogy; bool inputs where PyTorch takes them."""
+    fn = INT_BINARY[name]
+    if name in BOOL_BINARY:
+        lowered(lambda a, b, c, d: (fn(a, b), fn(c, d)), rint(3, 4), nonzero_int(4), rbool(3, 4), rbool(4, seed=5))
+    else:
+        lowered(fn, rint(3, 4), nonzero_int(4))
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64])
@@ -327,25 +326,21 @@ UNARY_RTOL = {"lgamma_neg": 1e-4, "digamma_neg": 1e-4, "polygamma1": 1e-5, "poly
               "tan": 1e-5, "digamma": 1e-5, "sinh": 1e-5, "cosh": 1e-5, "exp": 1e-5}
 
 
+UNARY_INT = {"exp", "log", "sqrt", "sin", "tanh", "erf", "sigmoid", "exp2", "log2", "asinh", "lgamma",
+             "deg2rad", "angle", "reciprocal", "sinc", "i0", "rsqrt", "erfinv", "digamma", "atan", "square"}
+UNARY_BOOL = {"exp", "sqrt", "sigmoid", "erf", "cos", "angle"}
+
+
 @pytest.mark.parametrize("name", sorted(UNARY))
-def test_unary_float(name):
+def test_unary(name):
+    """Float inputs over the op's domain; int and bool inputs compute in float32."""
     fn, low, high = UNARY[name]
-    lowered(fn, rand(3, 5, low=low, high=high), rtol=UNARY_RTOL.get(name, 1.3e-6))
-
-
-@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "tanh", "erf", "sigmoid", "exp2", "log2",
-                                  "asinh", "lgamma", "deg2rad", "angle", "reciprocal", "sinc", "i0",
-                                  "rsqrt", "erfinv", "digamma", "atan"])
-def test_unary_int_computes_in_float32(name):
-    fn = UNARY[name][0]
-    x = rint(3, 4, low=-2, high=4) if name not in ("lgamma", "digamma", "rsqrt", "log", "log2") else rint(3, 4, low=1, high=9)
-    out = lowered(fn, x, rtol=1e-5)
-    assert out.dtype == torch.float32
-
-
-@pytest.mark.parametrize("name", ["exp", "sqrt", "sigmoid", "erf", "cos", "angle"])
-def test_unary_bool(name):
-    lowered(UNARY[name][0], rbool(6))
+    args = [rand(3, 5, low=low, high=high)]
+    if name in UNARY_INT:
+        args.append(rint(3, 4, low=max(int(low), -2), high=min(int(high), 4) + 1))
+    if name in UNARY_BOOL:
+        args.append(rbool(6))
+    lowered(lambda *xs: [fn(x) for x in xs], *args, rtol=UNARY_RTOL.get(name, 1e-5))
 
 
 def test_unary_special_values():
@@ -360,6 +355,20 @@ def test_half_precision(dtype):
     x = rand(3, 4).to(dtype)
     lowered(lambda a: (a.exp(), a.sigmoid(), a + a, a * 0.5, F.gelu(a), F.silu(a), a.erf(),
                        torch.div(a, 0.3, rounding_mode="floor"), a.clamp(-1, 1)), x, rtol=1e-2, atol=1e-2)
+
+
+def test_bfloat16_scalars_bitwise():
+    """Where PyTorch's kernels read a Scalar at float32 precision (mul, div, addcmul, lerp,
+    leaky_relu), round it to the dtype (add's alpha), or round every step (xlogy, logit),
+    the device gives the same bits. (Not x / scalar: XLA multiplies by the reciprocal.)"""
+    x = (rand(200) * 3).to(torch.bfloat16)
+    y = x.flip(0)
+    lowered(lambda a, b: (a * 0.1, a / b, 0.7 * a, torch.div(a, 0.1, rounding_mode="floor"),
+                          torch.add(a, b, alpha=0.1), torch.sub(a, b, alpha=0.3), a + 0.1, a - b,
+                          torch.addcmul(a, a, b, value=0.1), torch.addcdiv(a, a, b.abs() + 1, value=0.3),
+                          torch.lerp(a, b, 0.1), F.leaky_relu(a, 0.1), torch.xlogy(a, 2.1),
+                          torch.logit(a.sigmoid()), torch.round(a, decimals=1), torch.clamp(a, -0.1, 0.1)),
+            x, y, rtol=0, atol=0)
 
 
 def test_float64_stays_float64():

@@ -4,7 +4,9 @@ backward ops autograd emits for them), with PyTorch's promotion.
 Every op whose decomposition would end in `prims.*` ops is lowered here directly, and so
 are activations whose decomposition is longer than the formula. Float ops compute
 integer and bool inputs in float32, and float16/bfloat16 inputs in float32 as PyTorch's
-CPU kernels do (the engine rounds the result to the op's dtype).
+CPU kernels do (the engine rounds the result to the op's dtype). Like those kernels, mul,
+div, addcmul, lerp and the activations take their Scalar arguments at float32 precision
+for half inputs, while add and sub round a Scalar operand to the tensor's dtype first.
 """
 import math
 
@@ -29,10 +31,14 @@ def _is_bool(dtype) -> bool:
     return dtype == np.bool_
 
 
+def _wide(dtype):
+    """The dtype PyTorch computes `dtype` in: float32 for float16 and bfloat16."""
+    return _F32 if dtype in (jnp.bfloat16, jnp.float16) else np.dtype(dtype)
+
+
 def _opmath(dtype):
     """The dtype a float op computes in: float32 for ints, bools and half types."""
-    dtype = float_of(dtype)
-    return _F32 if dtype.itemsize < 4 and not jnp.issubdtype(dtype, jnp.complexfloating) else dtype
+    return _wide(float_of(dtype))
 
 
 def _zero(x):
@@ -41,11 +47,17 @@ def _zero(x):
 
 # ---- arithmetic ------------------------------------------------------------------------------
 
-def _binary(fn):
+def _binary(fn, round_scalars=True):
+    """fn on x and y promoted; `round_scalars=False` keeps a Python scalar operand at
+    float32 precision for half x (mul and div kernels read the original value). alpha is
+    rounded to the dtype, as PyTorch's add kernel does."""
     def lowering(x, y, alpha=None):
-        x, y = promote(x, y)
+        dtype = result_type(x, y)
+        if round_scalars:
+            x, y = cast(x, dtype), cast(y, dtype)
+        x, y = cast(x, _wide(dtype)), cast(y, _wide(dtype))
         if alpha is not None:
-            y = y * cast(alpha, y.dtype)
+            y = y * cast(cast(alpha, dtype), y.dtype)
         return fn(x, y)
     return lowering
 
@@ -59,7 +71,7 @@ def _float_binary(fn):
 
 lower(aten.add.Tensor, aten.add.Scalar)(_binary(jnp.add))
 lower(aten.sub.Tensor, aten.sub.Scalar)(_binary(jnp.subtract))
-lower(aten.mul.Tensor, aten.mul.Scalar)(_binary(jnp.multiply))
+lower(aten.mul.Tensor, aten.mul.Scalar)(_binary(jnp.multiply, round_scalars=False))
 lower(aten.maximum.default)(_binary(jnp.maximum))
 lower(aten.minimum.default)(_binary(jnp.minimum))
 lower(aten.fmax.default)(_binary(jnp.fmax))
@@ -76,16 +88,17 @@ lower(aten.nextafter.default)(_binary(jnp.nextafter))
 
 @lower(aten.rsub.Tensor, aten.rsub.Scalar)
 def rsub(x, y, alpha=1):
-    x, y = promote(x, y)
-    return y - x * cast(alpha, x.dtype)
+    return _binary(jnp.subtract)(y, x, alpha)
 
 
 @lower(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div(x, y, rounding_mode=None):
+    dtype = result_type(x, y)
     if rounding_mode is None:
-        dtype = float_of(result_type(x, y))
-        return cast(x, dtype) / cast(y, dtype)
-    x, y = promote(x, y)
+        dtype = float_of(dtype)
+    x, y = cast(x, _wide(dtype)), cast(y, _wide(dtype))
+    if rounding_mode is None:
+        return x / y
     if rounding_mode == "trunc":
         return jax.lax.div(*jnp.broadcast_arrays(x, y)) if _is_int(x.dtype) else jnp.trunc(x / y)
     return jnp.floor_divide(x, y) if _is_int(x.dtype) else _float_floor_div(x, y)
@@ -140,23 +153,29 @@ def sign(x):
     return jnp.where(jnp.isnan(x), _zero(x), jnp.sign(x))  # sign(nan) is 0 in PyTorch
 
 
+def _promote_wide(*args):
+    """Cast to the result dtype, computed wide: Scalar arguments at float32 precision."""
+    dtype = _wide(result_type(*args))
+    return tuple(cast(a, dtype) for a in args)
+
+
 @lower(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(start, end, weight):
     """PyTorch's two-sided formula: exact at both ends."""
-    start, end, weight = promote(start, end, weight)
+    start, end, weight = _promote_wide(start, end, weight)
     diff = end - start
     return jnp.where(jnp.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
 
 
 @lower(aten.addcmul.default)
 def addcmul(x, t1, t2, value=1):
-    x, t1, t2 = promote(x, t1, t2)
+    x, t1, t2 = _promote_wide(x, t1, t2)
     return x + cast(value, x.dtype) * t1 * t2
 
 
 @lower(aten.addcdiv.default)
 def addcdiv(x, t1, t2, value=1):
-    x, t1, t2 = promote(x, t1, t2)
+    x, t1, t2 = _promote_wide(x, t1, t2)
     return x + cast(value, x.dtype) * (t1 / t2)
 
 
@@ -183,8 +202,8 @@ def clamp_max(x, max):
 
 @lower(aten.xlogy.Tensor, aten.xlogy.Scalar_Self, aten.xlogy.Scalar_Other)
 def xlogy(x, y):
-    """0 where x == 0, unless y is NaN."""
-    dtype = _opmath(result_type(x, y))
+    """0 where x == 0, unless y is NaN. Half inputs round log(y) (as PyTorch's kernel)."""
+    dtype = float_of(result_type(x, y))
     x, y = cast(x, dtype), cast(y, dtype)
     out = jnp.where(x == 0, _zero(x), x * jnp.log(y))
     return jnp.where(jnp.isnan(y), y, out)
@@ -209,6 +228,7 @@ lower(aten.round.default)(_rounding(jnp.round))  # half to even, as PyTorch's ne
 
 @lower(aten.round.decimals)
 def round_decimals(x, decimals=0):
+    x = cast(x, _wide(x.dtype))
     scale = jnp.asarray(10.0 ** abs(decimals), x.dtype)
     if decimals < 0:
         return jnp.round(x / scale) * scale
@@ -324,7 +344,8 @@ def polygamma(n, x):
 
 @lower(aten.logit.default)
 def logit(x, eps=None):
-    x = cast(x, _opmath(x.dtype))
+    """Half inputs round each step, as PyTorch's kernel does."""
+    x = cast(x, float_of(x.dtype))
     if eps is not None:
         x = jnp.clip(x, eps, 1 - eps)
     return jnp.log(x / (1 - x))
@@ -430,11 +451,13 @@ def elu_backward(grad, alpha, scale, input_scale, is_result, x):
 
 @lower(aten.leaky_relu.default)
 def leaky_relu(x, negative_slope=0.01):
+    x = cast(x, _wide(x.dtype))
     return jnp.where(x > 0, x, x * cast(negative_slope, x.dtype))
 
 
 @lower(aten.leaky_relu_backward.default)
 def leaky_relu_backward(grad, x, negative_slope, self_is_result):
+    grad = cast(grad, _wide(grad.dtype))
     return jnp.where(x > 0, grad, grad * cast(negative_slope, grad.dtype))
 
 
