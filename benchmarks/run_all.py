@@ -1,0 +1,58 @@
+"""Runs every benchmark, each in its own process, and writes the table into BENCHMARKS.md
+(the part between the markers; the notes around it are kept)."""
+import datetime
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+TABLE = HERE.parent / "BENCHMARKS.md"
+SCRIPTS = ["mlp.py", "transformer.py", "cnn.py", "tracing.py"]
+BEGIN, END = "<!-- table:begin -->", "<!-- table:end -->"
+TARGETS = {"ours/jax": 1.15, "ours/eager": 1.0, "first_ratio": 2.0, "peak_ratio": 1.3, "per_op_us": 15.0}
+
+
+def run():
+    out = pathlib.Path(tempfile.mkdtemp()) / "results.jsonl"
+    for script in SCRIPTS:
+        subprocess.run([sys.executable, script], cwd=HERE, check=True,
+                       env=dict(os.environ, BENCH_OUT=str(out)))
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def fmt(key, value):
+    text = f"{value:.3g}" if isinstance(value, float) else str(value)
+    target = TARGETS.get(key)
+    if target is not None and isinstance(value, float):
+        text += " ✓" if value <= target else f" ✗ (target ≤ {target})"
+    return text
+
+
+def table(results):
+    lines = [f"Measured {datetime.date.today()} on this machine ({os.cpu_count()} cores), "
+             "`python benchmarks/run_all.py`.", ""]
+    for r in results:
+        name = r.pop("name")
+        lines.append(f"**{name}**")
+        lines.append("")
+        lines.append("| " + " | ".join(r) + " |")
+        lines.append("|" + "---|" * len(r))
+        lines.append("| " + " | ".join(fmt(k, v) for k, v in r.items()) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main():
+    text = TABLE.read_text() if TABLE.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    body = table(run())
+    TABLE.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}")
+    print(body)
+
+
+if __name__ == "__main__":
+    main()
