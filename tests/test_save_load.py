@@ -11,7 +11,6 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
-from torch_xla._lazy import rng
 
 PY = sys.executable
 
@@ -140,7 +139,7 @@ def test_resume_from_checkpoint_gives_the_same_losses(tmp_path, dev):
     resumed = []
     _train(model, opt, 3, dev, resumed)
     xm.save({"model": model.state_dict(), "opt": opt.state_dict(),
-             "rng": rng.get_state(0), "seed": xm.get_rng_state()}, tmp_path / "ckpt.pt")
+             "rng": xm.get_rng_state()}, tmp_path / "ckpt.pt")
     del model, opt
     xm.set_rng_state(12345)  # the interrupted run's RNG is gone
     ckpt = torch.load(tmp_path / "ckpt.pt")
@@ -148,8 +147,7 @@ def test_resume_from_checkpoint_gives_the_same_losses(tmp_path, dev):
     model.load_state_dict(ckpt["model"])
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     opt.load_state_dict(ckpt["opt"])
-    rng.set_state(0, ckpt["rng"])
-    assert xm.get_rng_state() == ckpt["seed"]
+    xm.set_rng_state(ckpt["rng"])
     _train(model, opt, 3, dev, resumed)
     assert resumed == straight
 

@@ -72,3 +72,11 @@ def test_fallback_can_be_turned_into_an_error_naming_the_op(dev, monkeypatch):
     monkeypatch.setenv("XLA_NO_CPU_FALLBACK", "1")
     with pytest.raises(NotImplementedError, match="aten::_cdist_forward"):
         op(torch.randn(3, 4, device=dev), torch.randn(5, 4, device=dev), 2.0, None)
+
+
+def test_max_of_an_empty_tensor_raises_at_the_op(dev):
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.empty(0).max()
+    with pytest.raises(RuntimeError) as on_xla:
+        torch.empty(0, device=dev).max()
+    assert str(on_xla.value) == str(on_cpu.value)

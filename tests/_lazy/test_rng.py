@@ -41,3 +41,14 @@ def test_set_and_get_rng_state(dev):
     a = torch.randn(3, device=dev).cpu()
     xm.set_rng_state(123, dev)
     assert torch.equal(torch.randn(3, device=dev).cpu(), a)
+
+
+def test_rng_state_restores_the_stream_exactly(dev):
+    torch.manual_seed(3)
+    torch.rand(5, device=dev)
+    state = xm.get_rng_state(dev)
+    a = torch.rand(5, device=dev).cpu()
+    b = torch.randn(2, device=dev).cpu()
+    xm.set_rng_state(state, dev)
+    assert torch.equal(torch.rand(5, device=dev).cpu(), a)
+    assert torch.equal(torch.randn(2, device=dev).cpu(), b)

@@ -135,9 +135,10 @@ def _to_meta(obj):
     return obj
 
 
-# Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes).
+# Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes, empty inputs).
 _CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
-                aten.mv.default, aten.addmv.default, aten.dot.default, aten.vdot.default}
+                aten.mv.default, aten.addmv.default, aten.dot.default, aten.vdot.default,
+                aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default}
 
 
 def _to_cpu_probe(obj):
@@ -194,8 +195,7 @@ def call_lowering(op, template, inputs, scalars, avals):
     args, kwargs = fill_template(template, inputs, scalars)
     kwargs = dict(kwargs)
     if op.rng:
-        seed, offset = scalars[-2:]
-        kwargs["key"] = jax.random.fold_in(jax.random.PRNGKey(seed), offset)
+        kwargs["key"] = jax.random.PRNGKey(scalars[-1])
     out = op.fn(*args, **kwargs)
     if not isinstance(out, (tuple, list)):
         out = (out,)
@@ -219,7 +219,7 @@ def trace(func, lowering, args, kwargs):
         return _run_eagerly(lowering, template, inputs, scalars, device)
     structure, avals = _meta_outputs(func, args, kwargs, sig)
     if lowering.rng:
-        scalars = scalars + rng.next_seed_offset(device)
+        scalars = scalars + (rng.next_seed(device),)
     present = tuple(a for a in avals if a is not None)
     node = Node(lowering, template, inputs, scalars, present)
     index = iter(range(len(present)))

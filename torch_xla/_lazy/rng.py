@@ -1,49 +1,56 @@
-"""The per-device random state: a seed and an offset that each random op advances.
+"""The per-device random state: one 63-bit integer that each random op reads and advances.
 
-A random op's key is `fold_in(PRNGKey(seed), offset)`; both are program parameters, so a
-training loop with dropout reuses one compiled program while every step draws new masks.
-`torch.manual_seed` reseeds every XLA device (through PyTorch's hook for out-of-tree
-devices), which makes runs reproducible.
+A random op's key is `PRNGKey(state)`, passed as a program parameter, so a training loop
+with dropout reuses one compiled program while every step draws new masks. The state is a
+single number, as in torch_xla, so `xm.get_rng_state()`/`xm.set_rng_state()` save and
+restore it exactly. `torch.manual_seed` reseeds every XLA device.
 """
 import threading
 
 import torch
 
+_MASK = 0x7FFF_FFFF_FFFF_FFFF
 _lock = threading.Lock()
-_state = {}            # device index -> [seed, offset]
+_state = {}            # device index -> current state
 _seed = [None]         # the last seed given for all devices; None: torch's initial seed
 
 
 def _initial_seed() -> int:
     seed = _seed[0]
-    return (torch.initial_seed() if seed is None else seed) & 0x7FFF_FFFF_FFFF_FFFF
+    return (torch.initial_seed() if seed is None else seed) & _MASK
 
 
-def next_seed_offset(device: int):
+def _advance(state: int) -> int:
+    """A 64-bit LCG step (Knuth's MMIX constants), kept to 63 bits for an int64 parameter."""
+    return (state * 6364136223846793005 + 1442695040888963407) & _MASK
+
+
+def next_seed(device: int) -> int:
+    """The seed for the next random op on `device`; advances the device's state."""
     with _lock:
         state = _state.get(device)
         if state is None:
-            state = _state[device] = [_initial_seed(), 0]
-        state[1] += 1
-        return (state[0], state[1])
+            state = _initial_seed()
+        _state[device] = _advance(state)
+        return state
 
 
 def manual_seed(seed: int, device=None) -> None:
-    seed = int(seed) & 0x7FFF_FFFF_FFFF_FFFF
+    seed = int(seed) & _MASK
     with _lock:
         if device is None:
             _seed[0] = seed
             _state.clear()
         else:
-            _state[device] = [seed, 0]
+            _state[device] = seed
 
 
-def get_state(device: int):
+def get_state(device: int) -> int:
     with _lock:
-        return tuple(_state.get(device) or (_initial_seed(), 0))
+        state = _state.get(device)
+        return _initial_seed() if state is None else state
 
 
-def set_state(device: int, state) -> None:
-    seed, offset = state if isinstance(state, (tuple, list)) else (state, 0)
+def set_state(device: int, state: int) -> None:
     with _lock:
-        _state[device] = [int(seed), int(offset)]
+        _state[device] = int(state) & _MASK

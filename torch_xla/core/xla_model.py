@@ -218,7 +218,7 @@ def set_rng_state(seed: int, device=None) -> None:
 
 
 def get_rng_state(device=None) -> int:
-    return rng.get_state(_index(device))[0]
+    return rng.get_state(_index(device))
 
 
 # ---- saving --------------------------------------------------------------------------------
