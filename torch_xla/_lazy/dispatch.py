@@ -37,59 +37,69 @@ _dynamic_args = {}  # op -> (positional flags, kwarg names) of Scalar-typed argu
 
 
 def _scalar_args(func):
-    info = _dynamic_args.get(func)
+    info = _dynamic_args.get(id(func))
     if info is None:
         args = func._schema.arguments
         flags = tuple(_is_scalar_type(a.type) for a in args)
         names = frozenset(a.name for a, f in zip(args, flags) if f)
-        info = _dynamic_args[func] = (flags, names)
+        info = _dynamic_args[id(func)] = (flags, names)
     return info
 
 
-class _Encoder:
-    """Turns op arguments into a template with placeholders, the node's inputs and scalars,
-    and a hashable signature for the meta-kernel cache."""
-    __slots__ = ("inputs", "scalars", "device", "dynamic", "sig")
+_NUMBER = (int, float, bool, complex)
 
-    def __init__(self, dynamic):
-        self.inputs, self.scalars, self.device = [], [], None
-        self.dynamic = dynamic
-        self.sig = []
 
-    def encode(self, obj, dynamic):
-        if isinstance(obj, XLATensor):
+def _encode_call(func, args, kwargs, dynamic):
+    """The node's argument template (tensors -> `In`, dynamic numbers -> `Sc`), its inputs,
+    its scalars, its device, and a hashable signature of the call for the meta cache."""
+    flags, names = _scalar_args(func)
+    inputs, scalars, sig, state = [], [], [], [None]
+
+    def encode(obj, dyn):
+        t = type(obj)
+        if t is XLATensor:
             v = obj._value
-            if self.device is None:
-                self.device = v.device
-            elif v.device != self.device:
+            if state[0] is None:
+                state[0] = v.device
+            elif v.device != state[0]:
                 raise RuntimeError(
                     "Expected all tensors to be on the same device, but found at least two "
-                    f"devices, xla:{self.device} and xla:{v.device}!")
-            self.inputs.append(v)
-            self.sig.append((v.shape, v.dtype))
-            return In(len(self.inputs) - 1)
+                    f"devices, xla:{state[0]} and xla:{v.device}!")
+            inputs.append(v)
+            sig.append((v.shape, v.dtype))
+            return In(len(inputs) - 1)
+        if dyn and t in _NUMBER:
+            scalars.append(obj)
+            sig.append(t)
+            return Sc(len(scalars) - 1, t)
+        if t is list or t is tuple:
+            return tuple(encode(o, dyn) for o in obj)
         if isinstance(obj, torch.Tensor):
-            return self._cpu_tensor(obj)
-        if dynamic and self.dynamic and type(obj) in (int, float, bool, complex):
-            self.scalars.append(obj)
-            self.sig.append(type(obj))
-            return Sc(len(self.scalars) - 1, type(obj))
-        if isinstance(obj, (list, tuple)):
-            return tuple(self.encode(o, dynamic) for o in obj)
-        if isinstance(obj, torch.SymInt):
+            return cpu_tensor(obj)
+        if t is torch.SymInt:
             obj = int(obj)
-        self.sig.append(obj)
+        sig.append(obj)
         return obj
 
-    def _cpu_tensor(self, t):
+    def cpu_tensor(t):
         if t.device.type == "cpu" and t.dim() == 0:
             # PyTorch lets a CPU scalar tensor meet a tensor on any device.
-            self.inputs.append(_CpuScalar(t))
-            self.sig.append((t.shape, t.dtype, "cpu"))
-            return In(len(self.inputs) - 1)
+            inputs.append(_CpuScalar(t))
+            sig.append((t.shape, t.dtype, "cpu"))
+            return In(len(inputs) - 1)
         raise RuntimeError(
             "Expected all tensors to be on the same device, but found at least two devices, "
-            f"xla:{self.device if self.device is not None else 0} and {t.device}!")
+            f"xla:{state[0] if state[0] is not None else 0} and {t.device}!")
+
+    n = len(flags)
+    targs = tuple([encode(a, dynamic and i < n and flags[i]) for i, a in enumerate(args)])
+    tkwargs = tuple([(k, encode(v, dynamic and k in names)) for k, v in kwargs.items()]) if kwargs else ()
+    device = state[0]
+    if device is None:
+        device = _factory_device(kwargs)
+    if any(type(x) is _CpuScalar for x in inputs):
+        inputs = [from_cpu(x.t, device) if type(x) is _CpuScalar else x for x in inputs]
+    return (targs, tkwargs), tuple(inputs), tuple(scalars), device, tuple(sig)
 
 
 class _CpuScalar:
@@ -98,17 +108,6 @@ class _CpuScalar:
 
     def __init__(self, t):
         self.t = t
-
-
-def _encode_call(func, args, kwargs, dynamic):
-    flags, names = _scalar_args(func)
-    enc = _Encoder(dynamic)
-    targs = tuple(enc.encode(a, i < len(flags) and flags[i]) for i, a in enumerate(args))
-    tkwargs = tuple((k, enc.encode(v, k in names)) for k, v in kwargs.items())
-    if enc.device is None:
-        enc.device = _factory_device(kwargs)
-    inputs = tuple(from_cpu(x.t, enc.device) if isinstance(x, _CpuScalar) else x for x in enc.inputs)
-    return (targs, tkwargs), inputs, tuple(enc.scalars), enc.device, tuple(enc.sig)
 
 
 def _factory_device(kwargs):
@@ -220,14 +219,15 @@ def trace(func, lowering, args, kwargs):
     structure, avals = _meta_outputs(func, args, kwargs, sig)
     if lowering.rng:
         scalars = scalars + (rng.next_seed(device),)
+    if structure == "t":
+        node = Node(lowering, template, inputs, scalars, avals)
+        shape, dtype = avals[0]
+        return wrap(Value(shape, dtype, device, node, 0))
     present = tuple(a for a in avals if a is not None)
     node = Node(lowering, template, inputs, scalars, present)
     index = iter(range(len(present)))
-    outs = [None if a is None else wrap(Value(a[0], a[1], device, node=node, index=next(index)))
-            for a in avals]
-    if structure == "t":
-        return outs[0]
-    return structure(outs)
+    return structure([None if a is None else wrap(Value(a[0], a[1], device, node=node, index=next(index)))
+                      for a in avals])
 
 
 def _run_eagerly(lowering, template, inputs, scalars, device):
@@ -246,15 +246,19 @@ def _run_eagerly(lowering, template, inputs, scalars, device):
 
 # ---- the entry ---------------------------------------------------------------------------
 
+_routes = {}  # id(op) -> (special, lowering): OpOverloads live as long as the process
+
+
 def dispatch(func, args, kwargs):
-    special = SPECIAL.get(func)
+    route = _routes.get(id(func))
+    if route is None:
+        route = _routes[id(func)] = (SPECIAL.get(func), REGISTRY.get(func))
+    special, lowering = route
     if special is not None:
         return special(*args, **kwargs)
-    lowering = REGISTRY.get(func)
     if lowering is not None:
         return trace(func, lowering, args, kwargs)
-    schema = func._schema
-    if schema.is_mutable:
+    if func._schema.is_mutable:
         return _mutating(func, args, kwargs)
     decomp = decomposition_table.get(func)
     if decomp is not None:

@@ -6,7 +6,6 @@ in-place ops into functional ops before they reach `XLATensor.__torch_dispatch__
 engine below only ever sees values, never aliasing. An `XLATensor`'s own metadata is fixed:
 contiguous, with the shape and dtype of its value.
 """
-import itertools
 import threading
 import weakref
 
@@ -15,9 +14,16 @@ import torch
 from . import compiler, metrics, runtime
 from .ir import Value
 
-# Every XLATensor alive, in creation order (a stable order keeps graph keys stable).
-_live = weakref.WeakValueDictionary()
-_ids = itertools.count()
+# Every XLATensor alive, in creation order (a stable order keeps graph keys stable): weak
+# references keyed by their own id, each removing itself when its tensor dies.
+_live = {}
+
+
+def _forget(ref):
+    _live.pop(id(ref), None)
+
+
+_DEVICES = [torch.device("xla", i) for i in range(64)]
 
 
 class _Nesting(threading.local):
@@ -34,14 +40,7 @@ def dispatch_depth() -> int:
 class XLATensor(torch.Tensor):
     @staticmethod
     def __new__(cls, value: Value):
-        t = torch.Tensor._make_wrapper_subclass(
-            cls, value.shape, dtype=value.dtype, device=torch.device("xla", value.device))
-        t._value = value
-        _live[next(_ids)] = t
-        return t
-
-    def __init__(self, value):
-        pass
+        return wrap(value)
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
@@ -56,7 +55,14 @@ class XLATensor(torch.Tensor):
 
 
 def wrap(value: Value) -> XLATensor:
-    return XLATensor(value)
+    t = _make_wrapper(XLATensor, value.shape, dtype=value.dtype, device=_DEVICES[value.device])
+    t._value = value
+    ref = weakref.ref(t, _forget)
+    _live[id(ref)] = ref
+    return t
+
+
+_make_wrapper = torch.Tensor._make_wrapper_subclass
 
 
 def to_functional(inner: XLATensor) -> torch.Tensor:
@@ -102,9 +108,9 @@ def to_cpu(value: Value) -> torch.Tensor:
 
 
 def live_values(device=None):
-    # valuerefs() copies in one step: iterating the dict itself races with other threads
+    # list() copies in one step: iterating the dict itself races with other threads
     # (DataParallel) creating tensors.
-    tensors = [t for t in (r() for r in _live.valuerefs()) if t is not None]
+    tensors = [t for t in (r() for r in list(_live.values())) if t is not None]
     return [t._value for t in tensors if device is None or t._value.device == device]
 
 
