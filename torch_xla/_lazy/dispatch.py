@@ -163,7 +163,7 @@ def _cpu_error(func, args, kwargs):
 def _meta_outputs(func, args, kwargs, sig):
     """(structure, avals) of the op's outputs: structure is 't' for one tensor, or a tuple or
     list of 't' for several."""
-    key = (func, sig)
+    key = (id(func), sig)
     hit = _meta_cache.get(key)
     if hit is not None:
         return hit
