@@ -142,9 +142,8 @@ def sync(values, donatable=frozenset()):
 
 def _debug_compile(order, roots):
     if os.environ.get("PT_XLA_DEBUG") == "1":
-        from .ir import format_node
-        print(f"[torch_xla] compiling a new graph: {len(order)} ops, {len(roots)} outputs; "
-              f"first ops: {', '.join(n.op.name for n in order[:5])}")
+        from . import debug
+        debug.explain_compile(order, roots)
 
 
 def _save_graph(order):

@@ -1,0 +1,186 @@
+"""PT_XLA_DEBUG=1: why each new program was compiled, and which line of user code asked.
+
+Every compilation (a cache miss in the compiler) prints a "Compilation Analysis" block on
+stderr: the cause, found by comparing the new graph with the closest program compiled
+before it (the graph inputs whose shapes or dtypes changed, or the ops added and removed),
+what made the engine run the graph (the end of a step, a value read on the host, a
+transfer...), and the user's source line that did it. A program is described by the
+structural keys of its nodes and the shapes of its inputs, the same things the compiler's
+cache key is made of, so a reported difference is one that caused the miss.
+"""
+import difflib
+import os
+import sys
+import sysconfig
+
+import jax
+import torch
+
+import torch_xla
+
+_HISTORY = 32       # programs remembered for comparison
+_SHOWN = 4          # differences listed per kind
+_history = []       # [(number, Signature)]
+_count = [0]
+
+# Code that is not the user's: the engine, PyTorch, jax and the standard library.
+_LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                      for m in (torch_xla, torch, jax)) + (
+    os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep,)
+
+# Engine functions that run a graph, innermost first: what they say about the cause.
+_TRIGGERS = (
+    ("_run_eagerly", "an op whose output shape depends on values (nonzero, masked_select, ...) "
+                     "needed its inputs"),
+    ("cpu_fallback", "an op without an XLA lowering ran on the CPU and needed its inputs"),
+    ("_local_scalar_dense", "a tensor's value was read on the host (.item(), bool(), int(), "
+                            "a Python `if` on a tensor)"),
+    ("mark_step", "the step ended (mark_step, optimizer_step(barrier=True), torch_xla.sync)"),
+    ("to_cpu", "a tensor was copied to the CPU (.cpu(), .tolist(), print, saving)"),
+)
+
+
+class Signature:
+    """What the compiler keys a program by, in a form that can be compared and described."""
+    __slots__ = ("ops", "names", "inputs", "input_users", "n_outputs")
+
+    def __init__(self, order, roots):
+        self.ops = tuple(node.key for node in order)
+        self.names = tuple(node.op.name for node in order)
+        leaves, self.input_users = {}, []
+        for node in order:
+            for v in node.inputs:
+                if v.node is None and id(v) not in leaves:
+                    leaves[id(v)] = (tuple(v.shape), v.dtype)
+                    self.input_users.append(node.op.name)
+        self.inputs = tuple(leaves.values())
+        self.n_outputs = len(roots)
+
+
+def _fmt(shape, dtype):
+    return f"{str(dtype).replace('torch.', '')}{list(shape)}"
+
+
+def _short(obj, limit=100):
+    text = repr(obj)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _closest(sig):
+    """(number, signature) of the remembered program with the most ops in common."""
+    best, best_ratio = None, -1.0
+    for number, old in reversed(_history):
+        m = difflib.SequenceMatcher(None, old.ops, sig.ops, autojunk=False)
+        if m.real_quick_ratio() <= best_ratio or m.quick_ratio() <= best_ratio:
+            continue
+        ratio = m.ratio()
+        if ratio > best_ratio:
+            best, best_ratio = (number, old), ratio
+    return best
+
+
+def _input_changes(old, sig):
+    changes = [f"input {i} (read by {sig.input_users[i]}): {_fmt(*a)} -> {_fmt(*b)}"
+               for i, (a, b) in enumerate(zip(old.inputs, sig.inputs)) if a != b]
+    if len(old.inputs) != len(sig.inputs):
+        changes.append(f"{len(old.inputs)} -> {len(sig.inputs)} graph inputs")
+    return changes
+
+
+def _op_changes(old, sig):
+    """(ops that compute other shapes or take other static arguments, ops added or gone)."""
+    changed, structural = [], []
+    m = difflib.SequenceMatcher(None, old.ops, sig.ops, autojunk=False)
+    for tag, i1, i2, j1, j2 in m.get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "replace" and old.names[i1:i2] == sig.names[j1:j2]:
+            for j, a, b in zip(range(j1, j2), old.ops[i1:i2], sig.ops[j1:j2]):
+                changed.append(f"op {j} {a[0]}: " + (
+                    f"{_fmt_avals(a[2])} -> {_fmt_avals(b[2])}" if a[2] != b[2] else
+                    f"arguments {_short(a[1])} -> {_short(b[1])}"))
+            continue
+        if i2 > i1:
+            structural.append(f"{i2 - i1} op(s) gone at op {j1}: " + _fmt_ops(old.ops[i1:i2]))
+        if j2 > j1:
+            structural.append(f"{j2 - j1} new op(s) at op {j1}: " + _fmt_ops(sig.ops[j1:j2]))
+    return changed, structural
+
+
+def _fmt_avals(avals):
+    return ", ".join(_fmt(s, d) for s, d in avals)
+
+
+def _fmt_ops(keys):
+    return ", ".join(f"{k[0]} -> {_fmt_avals(k[2])}" for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
+
+
+def _listed(title, items):
+    lines = [title] + ["  " + item for item in items[:_SHOWN]]
+    if len(items) > _SHOWN:
+        lines.append(f"  ... and {len(items) - _SHOWN} more")
+    return lines
+
+
+def cause(sig):
+    """Lines saying why `sig` is a new program, against the closest one compiled before."""
+    closest = _closest(sig)
+    if closest is None:
+        return ["the first program compiled in this process (or since PT_XLA_DEBUG was set)"]
+    number, old = closest
+    changed, structural = _op_changes(old, sig)
+    inputs = _input_changes(old, sig)
+    lines = []
+    if inputs:
+        lines += _listed(f"input shapes or dtypes differ from program #{number}:", inputs)
+    if structural:
+        lines += _listed(f"the graph differs from program #{number} ({len(old.ops)} ops; this "
+                         f"one has {len(sig.ops)}):", structural)
+    if changed:
+        lines += _listed(f"{len(changed)} op(s) compute other shapes or take other arguments "
+                         f"than in program #{number}:", changed)
+    if not lines:
+        lines.append(f"same ops and inputs as program #{number}; the outputs kept "
+                     f"({old.n_outputs} -> {sig.n_outputs}), the buffers donated or the "
+                     "types of Python scalars differ")
+    return lines
+
+
+def _frames():
+    frame = sys._getframe(1)
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
+
+
+def trigger():
+    """(what made the engine run a graph, the user's frame as 'file:line in function' and its
+    source line, or None when the whole stack is library code)."""
+    names = [f.f_code.co_name for f in _frames()]
+    why = next((text for name, text in _TRIGGERS if name in names), "tensors were materialised")
+    for f in _frames():
+        path = os.path.abspath(f.f_code.co_filename)
+        if not path.startswith(_LIBRARY_DIRS) and not path.startswith("<"):
+            import linecache
+            source = linecache.getline(path, f.f_lineno).strip()
+            return why, (f"{path}:{f.f_lineno} in {f.f_code.co_name}", source)
+    return why, None
+
+
+def explain_compile(order, roots, out=None):
+    """Prints why the program for `order` (about to be cached) was compiled."""
+    sig = Signature(order, roots)
+    _count[0] += 1
+    number = _count[0]
+    lines = [f"program #{number}: compiling {len(order)} ops, {len(sig.inputs)} inputs, "
+             f"{len(roots)} outputs", "Compilation Cause:"]
+    lines += ["  " + line for line in cause(sig)]
+    why, where = trigger()
+    lines.append(f"Triggered by: {why}")
+    if where is not None:
+        lines.append(f"Python Frame Triggered Execution:\n  {where[0]}\n    {where[1]}")
+    _history.append((number, sig))
+    del _history[:-_HISTORY]
+    rule = "=" * 78
+    text = "\n".join(f"Compilation Analysis: {line}" for line in [rule] + "\n".join(lines).split("\n") + [rule])
+    print(text, file=out or sys.stderr, flush=True)
