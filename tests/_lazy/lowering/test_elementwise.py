@@ -343,6 +343,18 @@ def test_unary(name):
     lowered(lambda *xs: [fn(x) for x in xs], *args, rtol=UNARY_RTOL.get(name, 1e-5))
 
 
+def test_polygamma_below_one_half():
+    """Negative and small inputs (jax's polygamma is only right for x > 0), and the
+    gradient of digamma, which is polygamma(1, x)."""
+    x = torch.tensor([-8.4784, -5.5, -3.7, -2.25, -0.5, -0.3, 0.0, 0.2, 0.45, 0.7, 3.2])
+    lowered(lambda a: [torch.polygamma(n, a) for n in range(5)], x, rtol=1e-4)
+
+    def grad(a):
+        torch.digamma(a).sum().backward()
+        return a.grad
+    lowered(grad, x.clone().requires_grad_(), rtol=1e-4)
+
+
 def test_unary_special_values():
     x = SPECIAL
     lowered(lambda a: (a.exp(), a.log(), a.sqrt(), a.rsqrt(), a.reciprocal(), a.sigmoid(), a.tanh(),
@@ -357,17 +369,19 @@ def test_half_precision(dtype):
                        torch.div(a, 0.3, rounding_mode="floor"), a.clamp(-1, 1)), x, rtol=1e-2, atol=1e-2)
 
 
-def test_bfloat16_scalars_bitwise():
+def test_bfloat16_bitwise():
     """Where PyTorch's kernels read a Scalar at float32 precision (mul, div, addcmul, lerp,
     leaky_relu), round it to the dtype (add's alpha), or round every step (xlogy, logit),
-    the device gives the same bits. (Not x / scalar: XLA multiplies by the reciprocal.)"""
+    the device gives the same bits (not x / scalar: XLA multiplies by the reciprocal);
+    nextafter steps in bfloat16 itself."""
     x = (rand(200) * 3).to(torch.bfloat16)
     y = x.flip(0)
     lowered(lambda a, b: (a * 0.1, a / b, 0.7 * a, torch.div(a, 0.1, rounding_mode="floor"),
                           torch.add(a, b, alpha=0.1), torch.sub(a, b, alpha=0.3), a + 0.1, a - b,
                           torch.addcmul(a, a, b, value=0.1), torch.addcdiv(a, a, b.abs() + 1, value=0.3),
                           torch.lerp(a, b, 0.1), F.leaky_relu(a, 0.1), torch.xlogy(a, 2.1),
-                          torch.logit(a.sigmoid()), torch.round(a, decimals=1), torch.clamp(a, -0.1, 0.1)),
+                          torch.logit(a.sigmoid()), torch.round(a, decimals=1), torch.clamp(a, -0.1, 0.1),
+                          torch.nextafter(a, b)),
             x, y, rtol=0, atol=0)
 
 

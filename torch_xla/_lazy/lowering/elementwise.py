@@ -83,7 +83,11 @@ lower(aten.atan2.default)(_float_binary(jnp.arctan2))
 lower(aten.hypot.default)(_float_binary(jnp.hypot))
 lower(aten.logaddexp.default)(_float_binary(jnp.logaddexp))
 lower(aten.logaddexp2.default)(_float_binary(jnp.logaddexp2))
-lower(aten.nextafter.default)(_binary(jnp.nextafter))
+
+
+@lower(aten.nextafter.default)
+def nextafter(x, y):
+    return jnp.nextafter(*promote(x, y))  # in the dtype itself: never widened
 
 
 @lower(aten.rsub.Tensor, aten.rsub.Scalar)
@@ -336,10 +340,32 @@ for _op, _fn in [
     lower(_op.default)(_float_unary(_fn))
 
 
+def _cot_pi(v):
+    """cot(pi v) with pi v kept exact: from v's distance to the nearest integer (where cot
+    has its poles), or, nearer a half-integer (its zeros), as -tan(pi (v - 1/2))."""
+    to_int = v - jax.lax.stop_gradient(jnp.round(v))
+    to_half = v - 0.5 - jax.lax.stop_gradient(jnp.round(v - 0.5))
+    near_int = jnp.cos(math.pi * to_int) / jnp.sin(math.pi * to_int)
+    return jnp.where(jnp.abs(to_int) <= 0.25, near_int, -jnp.tan(math.pi * to_half))
+
+
+def _polygamma(n, x):
+    """jax's polygamma is right for positive x only: below 0.5 the reflection formula
+    psi_n(x) = (-1)^n psi_n(1 - x) - pi d^n/dx^n cot(pi x), derivatives by forward mode.
+    The poles (0, -1, ...) give (-1)^(n+1) inf."""
+    cot = _cot_pi
+    for _ in range(n):
+        cot = (lambda f: lambda v: jax.jvp(f, (v,), (jnp.ones_like(v),))[1])(cot)
+    reflected = (-1) ** n * _special.polygamma(n, 1 - x) - math.pi * cot(x)
+    pole = jnp.asarray((-1) ** (n + 1) * math.inf, x.dtype)
+    reflected = jnp.where(x == jnp.round(x), pole, reflected)
+    return jnp.where(x < 0.5, reflected, _special.polygamma(n, x))
+
+
 @lower(aten.polygamma.default)
 def polygamma(n, x):
     x = cast(x, _opmath(x.dtype))
-    return _digamma(x) if n == 0 else _special.polygamma(n, x)
+    return _digamma(x) if n == 0 else _polygamma(n, x)
 
 
 @lower(aten.logit.default)
