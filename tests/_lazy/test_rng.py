@@ -52,3 +52,22 @@ def test_rng_state_restores_the_stream_exactly(dev):
     xm.set_rng_state(state, dev)
     assert torch.equal(torch.rand(5, device=dev).cpu(), a)
     assert torch.equal(torch.randn(2, device=dev).cpu(), b)
+
+
+def test_sampling_ops_are_lowered_and_follow_their_laws(dev):
+    from tests.conftest import fallbacks
+    import torch_xla.debug.metrics as met
+    torch.manual_seed(1)
+    met.clear_counters()
+    probs = torch.tensor([0.1, 0.0, 0.6, 0.3], device=dev)
+    picks = torch.multinomial(probs, 3).cpu()
+    assert sorted(picks.tolist()) == [0, 2, 3]  # without replacement, never the zero
+    draws = torch.multinomial(probs, 4000, replacement=True).cpu()
+    assert abs((draws == 2).float().mean().item() - 0.6) < 0.05 and not (draws == 1).any()
+    g = torch.empty(4000, device=dev).geometric_(0.25).cpu()
+    assert g.min() >= 1 and abs(g.mean().item() - 4.0) < 0.3
+    p = torch.poisson(torch.full((4000,), 3.0, device=dev)).cpu()
+    assert abs(p.mean().item() - 3.0) < 0.2
+    assert torch.randint_like(torch.ones(100, device=dev), 3, 9).cpu().unique().tolist() == [3., 4., 5., 6., 7., 8.]
+    assert sorted(torch.randperm(6, device=dev).cpu().tolist()) == list(range(6))
+    assert not fallbacks()

@@ -145,8 +145,6 @@ def test_random_factories_shapes_and_dtypes(dev, make):
     assert not fallbacks()
 
 
-@pytest.mark.xfail(strict=True, reason="random.py has no lowering for these forms yet: they fall "
-                   "back to the CPU (reported to the owner of random.py)")
 @pytest.mark.parametrize("make", [
     lambda x: torch.rand_like(x),
     lambda x: torch.randn_like(x),

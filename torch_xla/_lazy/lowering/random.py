@@ -93,3 +93,51 @@ def randint(*args, generator=None, dtype=None, layout=None, device=None, pin_mem
 @lower(aten.randperm.default, rng=True)
 def randperm(n, generator=None, dtype=None, layout=None, device=None, pin_memory=None, *, key):
     return jax.random.permutation(key, n).astype(runtime.to_jax_dtype(dtype) if dtype else np.int64)
+
+
+def _like_dtype(x, dtype):
+    return runtime.to_jax_dtype(dtype) if dtype is not None else x.dtype
+
+
+@lower(aten.rand_like, rng=True)
+def rand_like(x, generator=None, dtype=None, *, key, **_):
+    dtype = _like_dtype(x, dtype)
+    return jax.random.uniform(key, x.shape, _float(dtype)).astype(dtype)
+
+
+@lower(aten.randn_like, rng=True)
+def randn_like(x, generator=None, dtype=None, *, key, **_):
+    dtype = _like_dtype(x, dtype)
+    return jax.random.normal(key, x.shape, _float(dtype)).astype(dtype)
+
+
+@lower(aten.randint_like, rng=True)
+def randint_like(x, *bounds, generator=None, dtype=None, key, **_):
+    low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+    return jax.random.randint(key, x.shape, low, high, np.int64).astype(_like_dtype(x, dtype))
+
+
+@lower(aten.randperm.generator, rng=True)
+def randperm_generator(n, generator=None, dtype=None, *, key, **_):
+    return randperm(n, dtype=dtype, key=key)
+
+
+@lower(aten.multinomial.default, rng=True)
+def multinomial(probs, num_samples, replacement=False, generator=None, *, key):
+    logits = jnp.log(probs.astype(np.float64))
+    if replacement:
+        draws = jax.random.categorical(key, logits, axis=-1, shape=(num_samples,) + logits.shape[:-1])
+        return jnp.moveaxis(draws, 0, -1).astype(np.int64)
+    # Without replacement: the k largest of log p + Gumbel noise are a weighted sample.
+    noisy = logits + jax.random.gumbel(key, logits.shape, np.float64)
+    return jax.lax.top_k(noisy, num_samples)[1].astype(np.int64)
+
+
+@lower(aten.poisson.default, rng=True)
+def poisson(rates, generator=None, *, key):
+    return jax.random.poisson(key, rates, rates.shape, np.int64).astype(rates.dtype)
+
+
+@lower(aten.geometric.default, rng=True)
+def geometric(x, p, generator=None, *, key):
+    return jax.random.geometric(key, p, x.shape, np.int64).astype(x.dtype)
