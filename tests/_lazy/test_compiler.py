@@ -114,3 +114,27 @@ def test_metrics_report_names_compilations(dev):
     assert met.counter_value("UncachedCompile") >= 1
     assert "CompileTime" in met.metric_names()
     assert "UncachedCompile" in met.short_metrics_report()
+
+
+def test_a_steady_loop_leaks_nothing(dev):
+    """Programs, device buffers and tracked tensors stay constant step after step."""
+    import jax
+    from torch_xla._lazy import compiler, tensor
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = torch.randn(4, 8, device=dev), torch.randn(4, 1, device=dev)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        xm.optimizer_step(opt, barrier=True)
+    for _ in range(4):
+        step()
+    sizes = []
+    for _ in range(3):
+        for _ in range(10):
+            step()
+        xm.wait_device_ops()
+        sizes.append((compiler.cache_size(), len(jax.live_arrays()), len(tensor._live)))
+    assert sizes[0] == sizes[1] == sizes[2], sizes
