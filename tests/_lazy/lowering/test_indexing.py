@@ -271,3 +271,22 @@ def test_narrow_and_unfold():
     check_lowered(grad(lambda x: x.unfold(1, 2, 1) * 1), leaf(3, 5))
     check_lowered(grad(lambda x: torch.ops.aten.unfold_copy(x, 0, 2, 2)), leaf(5, 2))
     check_lowered(lambda x: x.unfold(0, 1, 1) * 1, torch.tensor(3.0))
+
+
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
+def test_bool_accumulation_is_or():
+    idx = L(0, 2, 0)
+    check_lowered(lambda x, s: (x.index_add(0, idx.to(x.device), s), x.scatter_add(0, IDX[:1].to(x.device), s),
+                                x.index_put((idx.to(x.device),), s, accumulate=True),
+                                x.put(L(1, 1).to(x.device), s[0, :2], accumulate=True),
+                                x.scatter(1, IDX.to(x.device), s, reduce="multiply")),
+                  torch.tensor([[True, False, False], [False, False, True], [False, True, False]]),
+                  torch.tensor([[True, False, True], [False, False, True], [True, True, False]]))
+
+
+def test_masked_scatter_source_gradient():
+    def fn(x, source):
+        y = x.masked_scatter(x > 0, source)
+        (y ** 2).sum().backward()
+        return y, source.grad
+    check_lowered(fn, torch.randn(3, 4), leaf(4, 5))

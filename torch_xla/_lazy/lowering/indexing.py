@@ -21,6 +21,14 @@ def _is_mask(i):
     return i is not None and i.dtype in (np.bool_, np.uint8)
 
 
+def _update(x, at, how, values):
+    """x.at[at].<how>(values); bool tensors combine as PyTorch's do (add: or, multiply:
+    and), through int32."""
+    if x.dtype == np.bool_ and how != "set":
+        return _update(x.astype(np.int32), at, how, values.astype(np.int32)) != 0
+    return getattr(x.at[at], how)(values)
+
+
 def _index_tuple(indices):
     return tuple(slice(None) if i is None else i for i in indices)
 
@@ -36,8 +44,7 @@ def index_put(x, indices, values, accumulate=False):
     masks = [d for d, i in enumerate(indices) if _is_mask(i)]
     if masks:
         return _mask_put(x, masks[0], indices[masks[0]], values, accumulate)
-    ref = x.at[_index_tuple(indices)]
-    return ref.add(values) if accumulate else ref.set(values)
+    return _update(x, _index_tuple(indices), "add" if accumulate else "set", values)
 
 
 def _mask_put(x, d, mask, values, accumulate):
@@ -58,7 +65,8 @@ def _mask_put(x, d, mask, values, accumulate):
         picked = jnp.reshape(picked, lead + mask.shape + tail)
     where = jnp.reshape(mask, mask.shape + (1,) * rest)
     if accumulate:
-        return x + jnp.where(where, picked, jnp.zeros((), x.dtype))
+        picked = jnp.where(where, picked, jnp.zeros((), x.dtype))
+        return x | picked if x.dtype == np.bool_ else x + picked
     return jnp.where(where, picked, x)
 
 
@@ -91,8 +99,7 @@ def _scatter(x, dim, index, src, how):
     src = cast(src, x.dtype)
     # a tensor source contributes the part index covers; a value goes everywhere
     src = src[tuple(slice(0, n) for n in i1.shape)] if src.ndim else jnp.broadcast_to(src, i1.shape)
-    ref = x1.at[_grid(i1.astype(np.int64), dim)]
-    return getattr(ref, how)(src).reshape(shape)
+    return _update(x1, _grid(i1.astype(np.int64), dim), how, src).reshape(shape)
 
 
 @lower(aten.scatter.src, aten.scatter.value)
@@ -169,7 +176,7 @@ def _source(x1, source):
 def index_add(x, dim, index, source, alpha=1):
     x1, dim, index, at = _along(x, dim, index)
     src = _source(x1, source) * cast(alpha, x1.dtype)
-    return x1.at[at].add(src).reshape(x.shape)
+    return _update(x1, at, "add", src).reshape(x.shape)
 
 
 @lower(aten.index_copy.default)
@@ -191,7 +198,7 @@ def index_reduce(x, dim, index, source, reduce, include_self=True):
     base = x1
     if not include_self:
         base = x1.at[at].set(jnp.asarray(_identity(reduce, x1.dtype), x1.dtype))
-    out = getattr(base.at[at], _REDUCE[reduce])(src)
+    out = _update(base, at, _REDUCE[reduce], src)
     if reduce == "mean":
         count = jnp.zeros(x1.shape[dim], np.int64).at[index].add(1) + (1 if include_self else 0)
         count = jnp.maximum(count, 1).reshape((-1,) + (1,) * (x1.ndim - dim - 1)).astype(x1.dtype)
@@ -215,6 +222,17 @@ def masked_scatter(x, mask, source):
     order = jnp.clip(jnp.cumsum(mask.reshape(-1).astype(np.int64)) - 1, 0, max(flat.shape[0] - 1, 0))
     picked = jnp.take(flat, order).reshape(shape) if flat.shape[0] else jnp.zeros(shape, x.dtype)
     return jnp.where(mask, picked, jnp.broadcast_to(x, shape))
+
+
+@lower(aten.masked_scatter_backward.default)
+def masked_scatter_backward(grad, mask, sizes):
+    """The source's gradient: the n-th True position's grad goes to source.flatten()[n]."""
+    n = int(np.prod(sizes))
+    mask = jnp.broadcast_to(mask, grad.shape).reshape(-1)
+    order = jnp.cumsum(mask.astype(np.int64)) - 1
+    at = jnp.where(mask, order, n)  # past the end: dropped
+    out = jnp.zeros((n,), grad.dtype).at[at].add(grad.reshape(-1), mode="drop")
+    return out.reshape(tuple(sizes))
 
 
 @lower(aten.masked_select.default, dynamic_shape=True)
@@ -249,9 +267,9 @@ def take(x, index):
 @lower(aten.put.default)
 def put(x, index, source, accumulate=False):
     flat = x.reshape(-1)
-    at = flat.at[index.reshape(-1).astype(np.int64) % max(flat.shape[0], 1)]
+    at = index.reshape(-1).astype(np.int64) % max(flat.shape[0], 1)
     src = cast(source, x.dtype).reshape(-1)
-    return (at.add(src) if accumulate else at.set(src)).reshape(x.shape)
+    return _update(flat, at, "add" if accumulate else "set", src).reshape(x.shape)
 
 
 # ---- view write-backs and strided copies ------------------------------------------------
