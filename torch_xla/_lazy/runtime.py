@@ -190,7 +190,9 @@ def to_device_buffer(t: torch.Tensor, index: int):
         array = t.view(_BITCAST[t.dtype]).numpy().view(to_jax_dtype(t.dtype))
     else:
         array = t.numpy()
-    return jax.device_put(array, jax_device(index))
+    # A copy: on the CPU backend jax shares a numpy array's memory (even with may_alias=False
+    # in jax 0.10), and a later in-place change of the CPU tensor would show on the device.
+    return jax.device_put(array.copy(), jax_device(index))
 
 
 def to_cpu_tensor(buffer, dtype: torch.dtype) -> torch.Tensor:
