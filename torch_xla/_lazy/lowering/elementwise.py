@@ -389,6 +389,8 @@ lower(aten.conj_physical.default)(jnp.conj)
 
 
 # ---- activations and their backward ops ------------------------------------------------------
+# For NaN inputs they follow PyTorch's vectorized CPU kernels (the path all but a tensor's
+# last few elements take; the scalar tail path differs for some backward ops).
 
 @lower(aten.relu.default)
 def relu(x):
@@ -472,7 +474,7 @@ def elu_backward(grad, alpha, scale, input_scale, is_result, x):
         neg = grad * input_scale * (x + alpha * scale)
     else:
         neg = grad * input_scale * alpha * scale * jnp.exp(x * input_scale)
-    return jnp.where(x <= 0, neg, grad * scale)
+    return jnp.where(x > 0, grad * scale, neg)
 
 
 @lower(aten.leaky_relu.default)
@@ -519,7 +521,7 @@ def hardswish(x):
 def hardswish_backward(grad, x):
     dtype = _opmath(x.dtype)
     grad, x = cast(grad, dtype), cast(x, dtype)
-    return jnp.where(x <= -3, _zero(grad), jnp.where(x < 3, grad * (x / 3 + 0.5), grad))
+    return jnp.where(x <= -3, _zero(grad), jnp.where(x >= 3, grad, grad * (x / 3 + 0.5)))
 
 
 @lower(aten.softplus.default)
@@ -603,12 +605,12 @@ def hardshrink(x, lambd=0.5):
 @lower(aten.softshrink.default)
 def softshrink(x, lambd=0.5):
     lambd = cast(lambd, x.dtype)
-    return jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, _zero(x)))
+    return jnp.where(jnp.abs(x) <= lambd, _zero(x), x - jnp.sign(x) * lambd)
 
 
 @lower(aten.hardshrink_backward.default, aten.softshrink_backward.default)
 def shrink_backward(grad, x, lambd):
-    return jnp.where(jnp.abs(x) <= cast(lambd, x.dtype), _zero(grad), grad)
+    return jnp.where(jnp.abs(x) > cast(lambd, x.dtype), grad, _zero(grad))
 
 
 # ---- prims -----------------------------------------------------------------------------------
