@@ -81,7 +81,8 @@ def _copy_from(src, dst, non_blocking=False):
 
 # Factories whose composite kernels write into a resized out= tensor: traced whole instead.
 _WHOLE_FACTORIES = ("arange", "arange.start", "arange.start_step", "linspace", "logspace",
-                    "eye", "eye.m")
+                    "eye", "eye.m", "range", "range.step", "kaiser_window",
+                    "kaiser_window.periodic", "kaiser_window.beta")
 _libs = []
 
 

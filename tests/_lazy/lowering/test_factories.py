@@ -33,6 +33,30 @@ def test_arange(make):
     factory(make)
 
 
+@pytest.mark.filterwarnings("ignore:torch.range is deprecated")
+@pytest.mark.parametrize("make", [
+    lambda d: torch.range(0, 4, 0.5, device=d),
+    lambda d: torch.range(0, 1, 0.3, device=d),
+    lambda d: torch.range(3, 0, -1, dtype=torch.int64, device=d),
+    lambda d: torch.range(1, 4, device=d),
+], ids=range(4))
+def test_range(make):
+    factory(make)
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.hann_window(5, device=d),
+    lambda d: torch.hamming_window(6, periodic=False, device=d),
+    lambda d: torch.bartlett_window(5, device=d),
+    lambda d: torch.blackman_window(5, dtype=torch.float64, device=d),
+    lambda d: torch.kaiser_window(6, device=d),
+    lambda d: torch.kaiser_window(5, periodic=False, beta=3.0, device=d),
+    lambda d: torch.kaiser_window(1, device=d),
+], ids=range(7))
+def test_windows(make):
+    factory(make)
+
+
 def test_arange_with_inconsistent_step_is_pytorchs_error(dev):
     with pytest.raises(RuntimeError, match="upper bound and lower bound inconsistent with step sign"):
         torch.arange(-3, 5, -2, device=dev)
@@ -51,7 +75,9 @@ def test_arange_with_inconsistent_step_is_pytorchs_error(dev):
     lambda d: torch.logspace(-1, 3, 6, base=2, device=d),
     lambda d: torch.logspace(0, 3, 4, dtype=torch.int64, device=d),
     lambda d: torch.logspace(1, 3, 1, device=d),
-], ids=range(12))
+    lambda d: torch.linspace(0, 1 + 1j, 4, device=d),            # complex bounds: complex64
+    lambda d: torch.linspace(-1, 7, 13, dtype=torch.float16, device=d),
+], ids=range(14))
 def test_linspace_logspace(make):
     factory(make)
 

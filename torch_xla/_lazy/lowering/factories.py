@@ -1,6 +1,7 @@
 """Factories: tensors made from sizes and values, on the device."""
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -95,6 +96,29 @@ def arange(*args, dtype=None, **_):
     return (jnp.asarray(start, acc) + jnp.asarray(step, acc) * jnp.arange(max(n, 0), dtype=acc)).astype(out)
 
 
+@lower(aten.range.step, aten.range.default, static_scalars=True)
+def range_(start, end, step=1, dtype=None, **_):
+    """The deprecated torch.range: end included, (end - start) / step + 1 values."""
+    out = _dtype(dtype)
+    if not is_float(out):
+        start, end, step = int(start), int(end), int(step)
+    n = int((end - start) / step + 1) if is_float(out) else (end - start) // step + 1
+    acc = np.float64 if is_float(out) else np.int64
+    return (jnp.asarray(start, acc) + jnp.asarray(step, acc) * jnp.arange(max(n, 0), dtype=acc)).astype(out)
+
+
+@lower(aten.kaiser_window.default, aten.kaiser_window.periodic, aten.kaiser_window.beta)
+def kaiser_window(window_length, periodic=True, beta=12.0, dtype=None, **_):
+    out = _dtype(dtype)
+    if window_length <= 1:
+        return jnp.ones((window_length,), out)
+    n = window_length + 1 if periodic else window_length
+    alpha = (n - 1) / 2.0
+    x = (jnp.arange(n, dtype=np.float64) - alpha) / alpha
+    window = jax.scipy.special.i0(beta * jnp.sqrt(jnp.maximum(0.0, 1 - x * x))) / jax.scipy.special.i0(beta)
+    return window[:window_length].astype(out)
+
+
 def _two_sided(start, end, steps, dtype):
     """PyTorch's linspace values, computed from start for the first half and from end for
     the second: in the result dtype for floats, in double after truncating the bounds for
@@ -111,7 +135,11 @@ def _two_sided(start, end, steps, dtype):
 
 @lower(aten.linspace.default)
 def linspace(start, end, steps, dtype=None, **_):
-    dtype = _dtype(dtype)
+    """Without a dtype: complex bounds give the default complex dtype, others the default."""
+    if dtype is None and any(jnp.iscomplexobj(v) for v in (start, end)):
+        dtype = np.dtype(np.complex128 if _dtype(None) == np.float64 else np.complex64)
+    else:
+        dtype = _dtype(dtype)
     return _two_sided(start, end, steps, dtype).astype(dtype)
 
 
