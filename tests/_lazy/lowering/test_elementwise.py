@@ -385,6 +385,14 @@ def test_bfloat16_bitwise():
             x, y, rtol=0, atol=0)
 
 
+def test_complex():
+    """Conjugation (functionalized into _conj_copy), sgn, abs and angle of complex tensors."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(6, dtype=torch.cfloat, generator=g)
+    lowered(lambda t: (t.conj() * 1, torch.conj_physical(t), t.conj().imag * 2, (-t.conj()).imag.resolve_neg(),
+                       torch.sgn(t), t.abs(), t.angle(), t * t + 1j, torch.exp(t)), z)
+
+
 def test_float64_stays_float64():
     lowered(lambda a: (a.exp(), a * 2.5, F.gelu(a), a.atan2(a + 1), a.erfinv()), rand(4, low=-0.9, high=0.9).double())
 
@@ -498,7 +506,8 @@ def test_scalar_overloads_called_directly():
     """Python code turns `x + 2` into add.Tensor; decompositions call the Scalar forms."""
     x, i = rand(3, 4), rint(3, 4)
     lowered(lambda x: (aten.add.Scalar(x, 2), aten.add.Scalar(x, 2, 3), aten.sub.Scalar(x, 1.5),
-                       aten.mul.Scalar(x, 3), aten.div.Scalar(x, 4), aten.div.Scalar_mode(x, 0.3, rounding_mode="floor"),
+                       aten.mul.Scalar(x, 3), aten.div.Scalar(x, 4),
+                       aten.div.Scalar_mode(x, 0.3, rounding_mode="floor"),
                        aten.remainder.Scalar(x, 0.7), aten.fmod.Scalar(x, -0.7), aten.eq.Scalar(x, 0),
                        aten.pow.Tensor_Scalar(x, 3), aten.pow.Scalar(2, x), aten.clamp_min.default(x, 0),
                        aten.copysign.Scalar(x, -1), aten.rsub.Scalar(x, 1, 2), aten.xlogy.Scalar_Other(x, 3)), x)

@@ -385,7 +385,8 @@ def angle(x):
     return jnp.where(x < 0, jnp.asarray(math.pi, x.dtype), jnp.where(jnp.isnan(x), x, _zero(x)))
 
 
-lower(aten.conj_physical.default)(jnp.conj)
+lower(aten.conj_physical.default, aten._conj_physical.default, aten._conj_copy.default)(jnp.conj)
+lower(aten._neg_view_copy.default)(jnp.negative)
 
 
 # ---- activations and their backward ops ------------------------------------------------------
