@@ -56,7 +56,7 @@ def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False):
 
 
 _FAMILIES = ("elementwise", "reductions", "shape", "factories", "linalg", "nn", "conv",
-             "pooling", "indexing", "sorting", "random", "foreach")
+             "pooling", "indexing", "sorting", "random", "foreach", "training_ops")
 
 
 def load_all() -> None:
