@@ -1,0 +1,117 @@
+"""A fixed slice of PyTorch's OpInfo database on the XLA device (every CI_STRIDE-th entry).
+
+Each entry must pass forward and backward, or fail exactly as tests/opinfo/
+expected_failures.txt says (`fallback` or `fail`): a listed entry that now passes fails the
+test too, so the list only shrinks. A wrong result always fails. The whole database runs
+with scripts/opinfo_coverage.
+"""
+import types
+
+import pytest
+import torch
+
+from . import catalog, harness
+
+EXPECTED = catalog.read_expected()
+SLICE = catalog.ci_slice()
+_FIX = "update tests/opinfo/expected_failures.txt (scripts/opinfo_coverage --write-expected)"
+
+
+@pytest.mark.parametrize("eid,op", SLICE, ids=[eid for eid, _ in SLICE])
+def test_entry(eid, op):
+    result = harness.run_entry(op, timeout=120)
+    problems = []
+    for direction in ("forward", "backward"):
+        res = result[direction]
+        status = "pass" if res is None or res["status"] == "none" else res["status"]
+        listed = EXPECTED.get((eid, direction))
+        if status == "wrong":
+            problems.append(f"{direction}: WRONG RESULT (a bug, never an expected failure): "
+                            f"{res['detail']}")
+        elif listed is None and status != "pass":
+            problems.append(f"{direction}: {status}: {harness.summary(res)} (not expected)")
+        elif listed is not None and status != listed[0]:
+            now = status if status == "pass" else f"{status}: {harness.summary(res)}"
+            problems.append(f"{direction}: listed as {listed[0]} ({listed[1]}), now {now}; {_FIX}")
+    assert not problems, "\n".join(problems)
+
+
+def test_expected_file_names_known_entries():
+    ids = {eid for eid, _ in catalog.entries()}
+    unknown = sorted({eid for eid, _ in EXPECTED} - ids)
+    assert not unknown, f"not op_db entries with float32: {unknown}"
+
+
+# ---- the harness itself -------------------------------------------------------------------
+
+class _Op:
+    def __init__(self, fn):
+        self.name, self.op, self.has_nondeterministic_output = "fake", fn, False
+
+    def __call__(self, *args, **kwargs):
+        return self.op(*args, **kwargs)
+
+
+def _sample(*tensors):
+    return types.SimpleNamespace(input=tensors[0], args=tensors[1:], kwargs={},
+                                 output_process_fn_grad=lambda x: x)
+
+
+def test_harness_passes_a_right_op():
+    x = torch.randn(3, 4, requires_grad=True)
+    fwd, bwd = harness.run_sample(_Op(torch.sin), _sample(x), backward=True)
+    assert (fwd["status"], bwd["status"]) == ("pass", "pass")
+
+
+def test_harness_finds_wrong_values_dtypes_and_grads():
+    def off_on_device(x):
+        return x.sin() + (x.device.type == "xla") * 1e-3
+    fwd, _ = harness.run_sample(_Op(off_on_device), _sample(torch.randn(5)), backward=False)
+    assert fwd["status"] == "wrong" and "Mismatched elements" in fwd["detail"]
+
+    def double_on_device(x):
+        return x.double() if x.device.type == "xla" else x
+    fwd, _ = harness.run_sample(_Op(double_on_device), _sample(torch.randn(5)), backward=False)
+    assert fwd["status"] == "wrong" and "dtype" in fwd["detail"]
+
+    class WrongGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.xla = x.device.type == "xla"
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * (3 if ctx.xla else 2)
+    x = torch.randn(4, requires_grad=True)
+    fwd, bwd = harness.run_sample(_Op(WrongGrad.apply), _sample(x), backward=True)
+    assert fwd["status"] == "pass" and bwd["status"] == "wrong", (fwd, bwd)
+
+
+def test_harness_errors_and_missing_errors():
+    def fails_on_device(x):
+        if x.device.type == "xla":
+            raise RuntimeError("boom")
+        return x
+    fwd, _ = harness.run_sample(_Op(fails_on_device), _sample(torch.randn(2)), backward=False)
+    assert fwd["status"] == "fail" and "boom" in fwd["detail"]
+
+    def fails_on_cpu(x):
+        if x.device.type == "cpu":
+            raise IndexError("out of range")
+        return x
+    fwd, _ = harness.run_sample(_Op(fails_on_cpu), _sample(torch.randn(2)), backward=False)
+    assert fwd["status"] == "fail" and fwd["detail"].startswith("missing error")
+    fwd, _ = harness.run_sample(_Op(lambda x: x[7]), _sample(torch.randn(2)), backward=False)
+    assert fwd["status"] == "pass"  # both raise IndexError
+
+
+def test_harness_counts_cpu_fallback():
+    from torch_xla._lazy import metrics
+
+    def counted(x):
+        if x.device.type == "xla":
+            metrics.count("aten::fake_op")  # what the engine's CPU fallback counts
+        return x.cos()
+    fwd, _ = harness.run_sample(_Op(counted), _sample(torch.randn(3)), backward=False)
+    assert fwd["status"] == "fallback" and fwd["fallbacks"] == ["aten::fake_op"], fwd
