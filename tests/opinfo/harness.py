@@ -237,7 +237,9 @@ def _backward(op, sample, cpu_out, dev_out, cpu_in, dev_in, random, pristine):
 # None for the output itself), unless the sample asks for a stable sort.
 _TIE_INDICES = {"sort": 1, "topk": 1, "kthvalue": 1, "mode": 1, "median": 1, "nanmedian": 1,
                 "max": 1, "min": 1, "cummax": 1, "cummin": 1, "argsort": None}
-_SIGN_COLUMNS = {"linalg.eigh": 1}  # eigenvectors: each column up to its sign
+_SIGN_COLUMNS = {"linalg.eigh": 1}
+# Ops whose tensor arguments after the input must be CPU tensors (PyTorch requires it)
+_CPU_ARGS = {"tensor_split"}  # eigenvectors: each column up to its sign
 
 
 def _loosen(op, sample, out):
@@ -291,6 +293,8 @@ def run_sample(op, sample, backward):
     cpu_in = (sample.input, sample.args, sample.kwargs)
     try:  # before the CPU run: in-place ops change their inputs
         dev_in, transfer_error = _to_device(cpu_in, dev), None
+        if op.name in _CPU_ARGS:
+            dev_in = (dev_in[0], sample.args, dev_in[2])
     except Exception as e:  # noqa: BLE001  (e.g. sparse tensors, which XLA does not have)
         dev_in, transfer_error = None, e
     pristine = _double(cpu_in)  # float64 copies, for a reference when results differ
