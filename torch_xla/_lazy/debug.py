@@ -156,7 +156,8 @@ def _frames():
 def trigger():
     """(what made the engine run a graph, the user's frame as 'file:line in function' and its
     source line, or None when the whole stack is library code)."""
-    names = [f.f_code.co_name for f in _frames()]
+    engine = os.path.dirname(os.path.abspath(torch_xla.__file__)) + os.sep
+    names = {f.f_code.co_name for f in _frames() if os.path.abspath(f.f_code.co_filename).startswith(engine)}
     why = next((text for name, text in _TRIGGERS if name in names), "tensors were materialised")
     for f in _frames():
         path = os.path.abspath(f.f_code.co_filename)
