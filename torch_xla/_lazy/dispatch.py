@@ -140,24 +140,32 @@ _CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.badd
                 aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default}
 
 
-def _to_cpu_probe(obj):
+def _to_cpu_probe(obj, tiny):
     if isinstance(obj, XLATensor):
+        if tiny:  # pointwise ops: one element per dimension keeps broadcasting and dtypes
+            return torch.ones((1,) * obj.dim(), dtype=obj.dtype)
         return torch.zeros((), dtype=obj.dtype).expand(obj.shape)
     if isinstance(obj, torch.device) and obj.type == "xla":
         return torch.device("cpu")
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu_probe(o) for o in obj)
+        return type(obj)(_to_cpu_probe(o, tiny) for o in obj)
     return obj
 
 
-def _cpu_error(func, args, kwargs):
+def _cpu_error(func, args, kwargs, tiny=False):
     """The error PyTorch's CPU kernel raises for these arguments (its message is the one
-    users know), or None. Runs on zero-stride tensors of the same shapes and dtypes."""
+    users know), or None. Runs on zero-stride tensors of the same shapes and dtypes, or for
+    pointwise ops (`tiny`) on one-element tensors of the same dtypes and ranks."""
     try:
-        func(*_to_cpu_probe(args), **{k: _to_cpu_probe(v) for k, v in kwargs.items()})
-    except (RuntimeError, ValueError, IndexError, TypeError) as e:
+        func(*_to_cpu_probe(args, tiny), **{k: _to_cpu_probe(v, tiny) for k, v in kwargs.items()})
+    except (RuntimeError, ValueError, IndexError, TypeError, ZeroDivisionError) as e:
         return e
     return None
+
+
+def _is_pointwise(func) -> bool:
+    """Pointwise ops whose dtype rules PyTorch checks in its CPU kernels, not its meta ones."""
+    return torch.Tag.pointwise in func.tags and func.namespace == "aten" and not func._schema.is_mutable
 
 
 def _meta_outputs(func, args, kwargs, sig):
@@ -171,8 +179,8 @@ def _meta_outputs(func, args, kwargs, sig):
         out = func(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
     except (RuntimeError, ValueError, IndexError, TypeError) as e:
         raise (_cpu_error(func, args, kwargs) or e) from None
-    if func in _CPU_CHECKED:
-        error = _cpu_error(func, args, kwargs)
+    if func in _CPU_CHECKED or _is_pointwise(func):
+        error = _cpu_error(func, args, kwargs, tiny=func not in _CPU_CHECKED)
         if error is not None:
             raise error
     if isinstance(out, torch.Tensor):
