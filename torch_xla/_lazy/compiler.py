@@ -7,6 +7,7 @@ that key; on a miss, a Python function that replays the lowerings is compiled wi
 `jax.jit`. Dynamic scalars are program parameters. Buffers that no live tensor holds any
 more (an in-place update replaced them) are donated, so a step keeps one copy of the model.
 """
+import collections
 import os
 import time
 
@@ -86,9 +87,17 @@ def walk(values, donatable=frozenset()):
     if not roots:
         return None
     order, node_pos, leaves = _collect(roots)
-    # Donated leaves first: the program takes them as its first argument.
-    donated = [v for v in leaves if id(v.data) in donatable]
-    kept = [v for v in leaves if id(v.data) not in donatable]
+    # Donated leaves first: the program takes them as its first argument. Only a buffer an
+    # output of the same shape and dtype can reuse is worth donating (XLA ignores the rest).
+    reusable = collections.Counter((v.shape, v.dtype) for v in roots)
+    donated, kept = [], []
+    for v in leaves:
+        aval = (v.shape, v.dtype)
+        if id(v.data) in donatable and reusable[aval] > 0:
+            reusable[aval] -= 1
+            donated.append(v)
+        else:
+            kept.append(v)
     leaf_pos = {id(v): i for i, v in enumerate(donated + kept)}
 
     def ref(v):
