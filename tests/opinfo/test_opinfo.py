@@ -115,3 +115,11 @@ def test_harness_counts_cpu_fallback():
         return x.cos()
     fwd, _ = harness.run_sample(_Op(counted), _sample(torch.randn(3)), backward=False)
     assert fwd["status"] == "fallback" and fwd["fallbacks"] == ["aten::fake_op"], fwd
+
+
+def test_keyword_arguments_dropped_at_defaults_do_not_share_meta_results(dev):
+    """Found by the OpInfo run (bucketize): PyTorch drops keyword arguments equal to their
+    defaults, so {right: True} and {out_int32: True} must not share a cached output dtype."""
+    x, b = torch.tensor(2.0, device=dev), torch.tensor([1.0, 3.0, 5.0], device=dev)
+    assert torch.bucketize(x, b, right=True).dtype == torch.int64
+    assert torch.bucketize(x, b, out_int32=True).dtype == torch.int32

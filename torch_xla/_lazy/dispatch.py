@@ -93,7 +93,10 @@ def _encode_call(func, args, kwargs, dynamic):
 
     n = len(flags)
     targs = tuple([encode(a, dynamic and i < n and flags[i]) for i, a in enumerate(args)])
-    tkwargs = tuple([(k, encode(v, dynamic and k in names)) for k, v in kwargs.items()]) if kwargs else ()
+    def encode_kwarg(k, v):
+        sig.append(k)  # PyTorch drops keyword arguments equal to their defaults: name them
+        return k, encode(v, dynamic and k in names)
+    tkwargs = tuple([encode_kwarg(k, v) for k, v in kwargs.items()]) if kwargs else ()
     device = state[0]
     if device is None:
         device = _factory_device(kwargs)
