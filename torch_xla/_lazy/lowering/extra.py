@@ -146,19 +146,20 @@ def _unnormalize(coord, size, align_corners):
     return ((coord + 1) * size - 1) / 2
 
 
-def _gather(x, index, sizes):
-    """x (N, C, *sizes) at integer positions `index` (one (N, *out) array per spatial dim);
-    positions outside are 0."""
+def _interpolate(x, index, weights, sizes):
+    """sum over taps t of weights[t] * x[n, c, index[t]]: x (N, C, *sizes); `index`, one
+    integer array (N, T, *out) per spatial dim, and `weights` (N, T, *out) for T taps.
+    Taps outside the input count 0. One gather for all taps."""
     valid = True
     flat = 0
     for i, n in zip(index, sizes):
         valid = valid & (i >= 0) & (i < n)
         flat = flat * n + jnp.clip(i, 0, n - 1)
     planes = x.reshape(x.shape[:2] + (-1,))
-    out_shape = flat.shape
     taken = jax.vmap(lambda plane, idx: plane[:, idx])(planes, flat.reshape(flat.shape[0], -1))
-    taken = taken.reshape(x.shape[:2] + out_shape[1:])
-    return jnp.where(valid[:, None], taken, jnp.zeros((), x.dtype))
+    taken = taken.reshape(x.shape[:2] + flat.shape[1:])
+    weights = jnp.where(valid, weights, 0).astype(x.dtype)
+    return jnp.sum(taken * weights[:, None], axis=2)
 
 
 def _cubic_coefficients(t):
@@ -169,42 +170,37 @@ def _cubic_coefficients(t):
 
     def far(s):  # 1 < |s| < 2
         return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a
-    return far(t + 1), near(t), near(1 - t), far(2 - t)
+    return jnp.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], 1)
 
 
 def _grid_sample(x, grid, mode, padding, align_corners):
     """x (N, C, *sizes), grid (N, *out, nd) with coordinates in reverse dim order (x, y[, z])."""
     sizes = x.shape[2:]
     nd = len(sizes)
-    dtype = x.dtype
     coords = [_unnormalize(grid[..., nd - 1 - k], n, align_corners) for k, n in enumerate(sizes)]
-    if mode == _BICUBIC:
-        base = [jnp.floor(c) for c in coords]
-        weights = [_cubic_coefficients(c - b) for c, b in zip(coords, base)]
-        rows = []
-        for i in range(4):
-            iy = _pad_coordinates(base[0] - 1 + i, sizes[0], padding, align_corners)
-            row = 0
-            for j in range(4):
-                ix = _pad_coordinates(base[1] - 1 + j, sizes[1], padding, align_corners)
-                tap = _gather(x, [iy.astype(jnp.int64), ix.astype(jnp.int64)], sizes)
-                row = row + tap * weights[1][j][:, None].astype(dtype)
-            rows.append(row)
-        return sum(r * w[:, None].astype(dtype) for r, w in zip(rows, weights[0]))
+    if mode == _BICUBIC:  # 4x4 taps around the point, each padded on its own
+        (y, x_), (h, w) = coords, sizes
+        by, bx = jnp.floor(y), jnp.floor(x_)
+        taps = jnp.arange(-1, 3, dtype=y.dtype)[:, None]
+        iy = _pad_coordinates(by[:, None] + taps[:, :, None], h, padding, align_corners)  # (N, 4, *out)
+        ix = _pad_coordinates(bx[:, None] + taps[:, :, None], w, padding, align_corners)
+        index = [jnp.repeat(iy, 4, 1), jnp.tile(ix, (1, 4) + (1,) * (ix.ndim - 2))]
+        wy, wx = _cubic_coefficients(y - by), _cubic_coefficients(x_ - bx)
+        weights = (wy[:, :, None] * wx[:, None, :]).reshape(index[0].shape)
+        return _interpolate(x, [i.astype(jnp.int64) for i in index], weights, sizes)
     coords = [_pad_coordinates(c, n, padding, align_corners) for c, n in zip(coords, sizes)]
     if mode == _NEAREST:
-        return _gather(x, [jnp.round(c).astype(jnp.int64) for c in coords], sizes)
+        index = [jnp.round(c)[:, None].astype(jnp.int64) for c in coords]
+        return _interpolate(x, index, jnp.ones_like(coords[0])[:, None], sizes)
     base = [jnp.floor(c) for c in coords]
     frac = [c - b for c, b in zip(coords, base)]
-    out = 0
-    for corner in range(2 ** nd):
-        offsets = [(corner >> (nd - 1 - k)) & 1 for k in range(nd)]
-        weight = 1
-        for f, o in zip(frac, offsets):
-            weight = weight * (f if o else 1 - f)
-        tap = _gather(x, [(b + o).astype(jnp.int64) for b, o in zip(base, offsets)], sizes)
-        out = out + tap * weight[:, None].astype(dtype)
-    return out
+    corners = np.array(list(np.ndindex(*(2,) * nd)))  # (2**nd, nd) offsets of the corners
+    index, weights = [], 1
+    for k in range(nd):
+        o = corners[:, k].reshape((1, -1) + (1,) * (base[k].ndim - 1))
+        index.append((base[k][:, None] + o).astype(jnp.int64))
+        weights = weights * jnp.where(o == 1, frac[k][:, None], 1 - frac[k][:, None])
+    return _interpolate(x, index, weights, sizes)
 
 
 @lower(aten.grid_sampler_2d.default, aten.grid_sampler_3d.default)
