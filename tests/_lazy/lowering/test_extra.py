@@ -136,6 +136,32 @@ def test_fractional_max_pool3d_forward():
                   _rand(1, 2, 6, 7, 5, grad=False), torch.rand(1, 2, 3))
 
 
+
+# ---- CTC loss ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("input_lengths,target_lengths", [([6, 4], [3, 1]), ([2, 4], [3, 1]), ([6, 0], [3, 0]),
+                                                          ([5, 3], [0, 2])])
+def test_ctc_loss_forward(input_lengths, target_lengths):
+    """Likelihoods (inf when the target cannot fit, 0 for empty input and target) and the
+    part of log_alpha PyTorch initialises; padded and concatenated targets."""
+    def ctc(log_probs, padded, concatenated):
+        out = []
+        for targets in (padded, concatenated):
+            nll, alpha = torch.ops.aten._ctc_loss(log_probs, targets, input_lengths, target_lengths, 0, False)
+            out += [nll] + [alpha[b, :n, :2 * m + 1] for b, (n, m) in enumerate(zip(input_lengths, target_lengths))]
+        return out
+    padded = torch.tensor([[1, 1, 2], [3, 0, 0]])
+    concatenated = torch.cat([padded[0, :target_lengths[0]], padded[1, :target_lengths[1]]])
+    check_lowered(ctc, torch.randn(6, 2, 4).log_softmax(2), padded, concatenated, rtol=1e-5)
+
+
+def test_ctc_loss_reductions():
+    """(Its backward, aten::_ctc_loss_backward, has no meta kernel and still runs on the CPU.)"""
+    check_lowered(lambda x, t: [F.ctc_loss(x, t, [8, 7], [3, 2], reduction=r, zero_infinity=True)
+                                for r in ("mean", "sum", "none")],
+                  _rand(8, 2, 5, grad=False).log_softmax(2), torch.tensor([[1, 4, 4], [2, 3, 0]]), rtol=1e-5)
+
+
 # ---- linear algebra ---------------------------------------------------------------------------
 
 def test_cholesky_deprecated():
