@@ -220,3 +220,17 @@ def test_gradients(name):
         (out * torch.linspace(0.5, 1.5, out.numel()).reshape(out.shape).to(out.device)).sum().backward()
         return [a.grad for a in args]
     assert_same(grads(*to_xla(args)), grads(*args), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("left", [True, False])
+def test_solve_gradients_with_a_matrix_right_hand_side(dev, left):
+    """solve's backward reuses the LU the forward returns: it must be PyTorch's (of A)."""
+    torch.manual_seed(0)
+    a, b = torch.randn(3, 4, 4), torch.randn(4, 4)
+    grads = []
+    for d in ("cpu", dev):
+        ad, bd = a.to(d).requires_grad_(), b.to(d).requires_grad_()
+        torch.linalg.solve(ad, bd, left=left).pow(2).sum().backward()
+        grads.append((ad.grad.cpu(), bd.grad.cpu()))
+    for g_xla, g_cpu in zip(grads[1], grads[0]):
+        torch.testing.assert_close(g_xla, g_cpu, rtol=1e-4, atol=1e-4)

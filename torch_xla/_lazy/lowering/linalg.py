@@ -152,7 +152,7 @@ def _lu_solve(lu, perm, b, left, adjoint):
 
 
 def _factor_transposed(a):
-    """PyTorch factors Aᵀ rather than A for real (contiguous) inputs in det/slogdet/solve."""
+    """PyTorch factors Aᵀ rather than A for real (contiguous) inputs in det/slogdet."""
     return not jnp.iscomplexobj(a)
 
 
@@ -201,9 +201,9 @@ def solve_ex(a, b, left=True, check_errors=False):
     vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
     if vector:
         b = b[..., None]
-    transposed = _factor_transposed(a)
-    lu_, pivots, perm = _lu(_mT(a) if transposed else a)
-    x = _lu_solve(lu_, perm, b, left, adjoint=transposed)
+    # PyTorch 2.13 returns the LU of A itself here (its backward solves with its adjoint).
+    lu_, pivots, perm = _lu(a)
+    x = _lu_solve(lu_, perm, b, left, adjoint=False)
     return (x[..., 0] if vector else x), lu_, pivots, _zero_pivot_info(lu_)
 
 
