@@ -229,7 +229,7 @@ def test_solve_gradients_with_a_matrix_right_hand_side(dev, left):
     a, b = torch.randn(3, 4, 4), torch.randn(4, 4)
     grads = []
     for d in ("cpu", dev):
-        ad, bd = a.to(d).requires_grad_(), b.to(d).requires_grad_()
+        ad, bd = a.clone().to(d).requires_grad_(), b.clone().to(d).requires_grad_()
         torch.linalg.solve(ad, bd, left=left).pow(2).sum().backward()
         grads.append((ad.grad.cpu(), bd.grad.cpu()))
     for g_xla, g_cpu in zip(grads[1], grads[0]):
