@@ -172,6 +172,11 @@ def test_cholesky_deprecated():
                       rtol=1e-4, atol=1e-4)
 
 
+def test_cholesky_of_empty_matrices():
+    check_lowered(lambda a, b: [torch.cholesky(a), torch.cholesky(b, upper=True)], torch.zeros(0, 0),
+                  torch.zeros(0, 3, 3))
+
+
 def test_householder_product_and_ormqr():
     reflectors, tau = torch.geqrf(_rand(2, 5, 3, grad=False))
     reflectors.requires_grad_(), tau.requires_grad_()

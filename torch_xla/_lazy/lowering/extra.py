@@ -473,6 +473,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_in
 def cholesky(a, upper=False):
     """The deprecated torch.cholesky. A matrix that is not positive-definite gives nans
     (PyTorch raises; a lowering cannot)."""
+    if a.size == 0:
+        return jnp.zeros_like(a)
     return cholesky_ex(a, upper)[0]
 
 
