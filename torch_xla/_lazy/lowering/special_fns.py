@@ -190,9 +190,14 @@ _K1_B = (
 # ---- functions jax has -----------------------------------------------------------------------
 
 def _erfcx(x):
-    """jax's float32 erfcx is exp(x^2) erfc(x) below 9.4: erfc underflows before that, and
-    exp amplifies the rounding of x^2. In float64 both are fine."""
-    return _in_float64(_special.erfcx, x)
+    """jax's float32 erfcx is exp(x^2) erfc(x) below 9.4, where erfc underflows and exp
+    amplifies the rounding of x^2: float32 is computed in float64. Below 0, PyTorch's
+    2 exp(x^2) - erfcx(-x) has x^2 rounded to float32 (so does this)."""
+    if x.dtype != np.float32:
+        return _special.erfcx(x)
+    wide = x.astype(np.float64)
+    negative = 2 * jnp.exp((x * x).astype(np.float64)) - _special.erfcx(-wide)
+    return jnp.where(x < 0, negative, _special.erfcx(wide)).astype(np.float32)
 
 
 for _ops, _fn in [
