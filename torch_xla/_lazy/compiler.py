@@ -73,11 +73,11 @@ class Walk:
         self.order, self.roots, self.key, self.program, self.args = order, roots, key, program, args
 
 
-def walk(values, donatable=frozenset()):
+def walk(values, held=None):
     """The `Walk` behind the pending `values` (all on one device), or None if none is pending.
 
-    `donatable` holds ids of buffers no live tensor refers to; leaves backed by them are
-    donated to the program.
+    `held` holds ids of the buffers live tensors refer to; with it, leaves backed by other
+    buffers are donated to the program (None: nothing is donated).
     """
     roots, seen = [], set()
     for v in values:
@@ -93,7 +93,7 @@ def walk(values, donatable=frozenset()):
     donated, kept = [], []
     for v in leaves:
         aval = (v.shape, v.dtype)
-        if id(v.data) in donatable and reusable[aval] > 0:
+        if held is not None and id(v.data) not in held and reusable[aval] > 0:
             reusable[aval] -= 1
             donated.append(v)
         else:
@@ -118,9 +118,9 @@ def walk(values, donatable=frozenset()):
     return Walk(order, roots, key, Program(tuple(plan), root_refs, len(donated)), args)
 
 
-def sync(values, donatable=frozenset()):
+def sync(values, held=None):
     """Materialises the pending `values` (all on one device) in one program (see `walk`)."""
-    w = walk(values, donatable)
+    w = walk(values, held)
     if w is None:
         return
     from . import collectives

@@ -127,25 +127,7 @@ def mark_step(device=None) -> None:
         if v.node is not None:
             by_device.setdefault(v.device, []).append(v)
     for dev, vs in by_device.items():
-        donatable = _unheld_leaf_buffers(vs, held)
-        compiler.sync(vs, donatable)
-
-
-def _unheld_leaf_buffers(values, held):
-    """ids of the leaf buffers of the graphs behind `values` that no live tensor holds."""
-    out, seen, stack = set(), set(), [v.node for v in values if v.node is not None]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        for v in node.inputs:
-            if v.node is None:
-                if id(v.data) not in held:
-                    out.add(id(v.data))
-            else:
-                stack.append(v.node)
-    return out
+        compiler.sync(vs, held)
 
 
 from . import dispatch as _engine  # noqa: E402  (the entry; it imports this module)
