@@ -202,8 +202,8 @@ def _erfcx(x):
 
 for _ops, _fn in [
         ((aten.special_i0e.default, prims.bessel_i0e.default), _special.i0e),
-        ((aten.special_i1.default, prims.bessel_i1.default, aten.special_modified_bessel_i1.default),
-         _special.i1),
+        ((aten.special_i1.default, aten.special_modified_bessel_i1.default,
+          prims.bessel_i1.default), _special.i1),
         ((aten.special_i1e.default, prims.bessel_i1e.default), _special.i1e),
         ((aten.special_modified_bessel_i0.default,), _special.i0),
         ((aten.special_ndtri.default, prims.ndtri.default), _special.ndtri),
@@ -250,12 +250,13 @@ def _j0(x):
     small = (xx - 5.78318596294678452118) * (xx - 30.4712623436620863991) \
         * _horner(_J0_RP, xx) / _horner(_J0_RQ, xx)
     small = jnp.where(x < 0.00001, 1 - xx / 4, small)
-    return jnp.where(x <= 5, small, _asymptotic(x, 25 / xx, _J0_PP, _J0_PQ, _J0_QP, _J0_QQ, _PIO4, False))
+    large = _asymptotic(x, 25 / xx, _J0_PP, _J0_PQ, _J0_QP, _J0_QQ, _PIO4, False)
+    return jnp.where(x <= 5, small, large)
 
 
 def _asymptotic(x, z, pp, pq, qp, qq, shift, second_kind):
-    """The large-x form of J0/J1 (Y0/Y1 with `second_kind`): amplitude and phase rational
-    functions of z = 25 / x^2, about cos (sin) of x - shift."""
+    """The large-x form of J0/J1 (Y0/Y1 with `second_kind`): rational functions of
+    z = 25 / x^2 (computed as PyTorch does) weighting cos and sin of x - shift."""
     p = _horner(pp, z) / _horner(pq, z)
     q = 5 / x * (_horner(qp, z) / _horner(qq, z))
     c, s = jnp.cos(x - shift), jnp.sin(x - shift)
@@ -267,8 +268,8 @@ def _j1_positive(x):
     xx = x * x
     small = _horner(_J1_RP, xx) / _horner(_J1_RQ, xx) * x * (xx - 14.6819706421238932572) \
         * (xx - 49.2184563216946036703)
-    z = 5 / x * (5 / x)
-    return jnp.where(x <= 5, small, _asymptotic(x, z, _J1_PP, _J1_PQ, _J1_QP, _J1_QQ, _3PIO4, False))
+    large = _asymptotic(x, 5 / x * (5 / x), _J1_PP, _J1_PQ, _J1_QP, _J1_QQ, _3PIO4, False)
+    return jnp.where(x <= 5, small, large)
 
 
 def _j1(x):
@@ -281,7 +282,8 @@ def _y0(x):
     small = _horner(_Y0_YP, xx) / _horner(_Y0_YQ, xx) + _TWOOPI * jnp.log(x) * _j0(x)
     small = jnp.where(x < 0, _const(math.nan, x), small)
     small = jnp.where(x == 0, _const(-math.inf, x), small)
-    return jnp.where(x <= 5, small, _asymptotic(x, 25 / xx, _J0_PP, _J0_PQ, _J0_QP, _J0_QQ, _PIO4, True))
+    large = _asymptotic(x, 25 / xx, _J0_PP, _J0_PQ, _J0_QP, _J0_QQ, _PIO4, True)
+    return jnp.where(x <= 5, small, large)
 
 
 def _y1(x):
@@ -290,8 +292,8 @@ def _y1(x):
         + _TWOOPI * (_j1_positive(x) * jnp.log(x) - 1 / x)
     small = jnp.where(x < 0, _const(math.nan, x), small)
     small = jnp.where(x == 0, _const(-math.inf, x), small)
-    z = 5 / x * (5 / x)
-    return jnp.where(x <= 5, small, _asymptotic(x, z, _J1_PP, _J1_PQ, _J1_QP, _J1_QQ, _3PIO4, True))
+    large = _asymptotic(x, 5 / x * (5 / x), _J1_PP, _J1_PQ, _J1_QP, _J1_QQ, _3PIO4, True)
+    return jnp.where(x <= 5, small, large)
 
 
 def _spherical_j0(x):
@@ -316,11 +318,11 @@ def _k(order, scaled):
     """K0 / K1, or exp(x) K0 / exp(x) K1 (`scaled`); inf at 0, NaN below."""
     def fn(x):
         small = _k_small(x, order)
+        large = _chbevl(8 / x - 2, _K0_B if order == 0 else _K1_B)
         if scaled:
-            small = small * jnp.exp(x)
-        large = _chbevl(8 / x - 2, _K0_B if order == 0 else _K1_B) / jnp.sqrt(x)
-        if not scaled:
-            large = jnp.exp(-x) * _chbevl(8 / x - 2, _K0_B if order == 0 else _K1_B) / jnp.sqrt(x)
+            small, large = small * jnp.exp(x), large / jnp.sqrt(x)
+        else:
+            large = jnp.exp(-x) * large / jnp.sqrt(x)
         out = jnp.where(x <= 2, small, large)
         out = jnp.where(x < 0, _const(math.nan, x), out)
         return jnp.where(x == 0, _const(math.inf, x), out)
@@ -438,7 +440,7 @@ def _polynomial(fn):
     return lowering
 
 
-def _select(x, n, cases, otherwise):
+def _select(cases, otherwise):
     """`otherwise` where no (condition, value) of `cases` holds; the first that holds wins."""
     out = otherwise
     for cond, value in reversed(cases):
@@ -482,7 +484,7 @@ def _chebyshev(kind, shifted):
         looping = (n >= 2) & ~edge_one & ~edge_minus_one & ~inside
         two_y = y + y
         rec = _recurrence(lambda k, p, q: two_y * q - p, one, first, n, looping, True)
-        return _select(x, n, [(n < 0, jnp.zeros_like(x)), (edge_one, at_one),
+        return _select([(n < 0, jnp.zeros_like(x)), (edge_one, at_one),
                               (edge_minus_one, at_minus_one), (inside, trig),
                               (n == 0, one), (n == 1, first)], rec)
     return fn
@@ -501,7 +503,7 @@ def _hermite(physicists):
         else:
             step = lambda k, p, q: x * q - (k - 1).astype(x.dtype) * p  # noqa: E731
         rec = _recurrence(step, one, first, n, looping, False)
-        return _select(x, n, [(n < 0, jnp.zeros_like(x)), (n == 0, one), (n == 1, first),
+        return _select([(n < 0, jnp.zeros_like(x)), (n == 0, one), (n == 1, first),
                               (n > limit, _const(math.nan, x))], rec)
     return fn
 
@@ -516,7 +518,7 @@ def _laguerre(x, n):
         return ((k + k + (1 - x)) * q - k * p) / (k + 1)
 
     rec = _recurrence(step, one, first, n, (n >= 2) & (x != 0), True)
-    return _select(x, n, [(n < 0, jnp.zeros_like(x)), (jnp.abs(x) == 0, one), (n == 0, one),
+    return _select([(n < 0, jnp.zeros_like(x)), (jnp.abs(x) == 0, one), (n == 0, one),
                           (n == 1, first)], rec)
 
 
@@ -531,7 +533,7 @@ def _legendre(x, n):
     edge = jnp.abs(x) == 1
     at_edge = jnp.where((x > 0) | (n % 2 == 0), one, -one)
     rec = _recurrence(step, one, x, n, (n >= 2) & ~edge, True)
-    return _select(x, n, [(n < 0, jnp.zeros_like(x)), (edge, at_edge), (n == 0, one),
+    return _select([(n < 0, jnp.zeros_like(x)), (edge, at_edge), (n == 0, one),
                           (n == 1, x)], rec)
 
 
