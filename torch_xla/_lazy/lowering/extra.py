@@ -1,6 +1,9 @@
 """Less common ops PyTorch has no decomposition for: pairwise distances, grid sampling,
-anti-aliased bilinear resizing, segment reductions, fractional max pooling, Householder
-products, general eigendecomposition, and small factories.
+anti-aliased bilinear resizing, segment reductions, fractional max pooling, the CTC loss's
+forward, the deprecated cholesky, Householder products, general eigendecomposition, and
+small factories. (Ops without a meta kernel in PyTorch — linalg_lstsq, geqrf,
+_ctc_loss_backward, the margin losses' backwards, fractional_max_pool3d_backward — cannot
+be lowered: the engine takes output shapes from meta kernels.)
 
 Backward ops of nonlinear forwards whose gradient formulas are the chain rule through the
 same arithmetic (grid sampling) are the vjp of the forward lowering; where PyTorch's
