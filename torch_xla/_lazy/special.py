@@ -133,7 +133,12 @@ def _native_batch_norm(x, weight, bias, running_mean, running_var, training, mom
     schema does not say so (functionalization lets it through): the functional form runs,
     then the new statistics are written back."""
     args = (x, weight, bias, running_mean, running_var, training, momentum, eps)
-    if not training or running_mean is None or running_var is None:
+    if not training:
+        # PyTorch's CPU kernel returns empty saved statistics in evaluation.
+        out = trace(aten.native_batch_norm.default, REGISTRY[aten.native_batch_norm.default], args, {})[0]
+        empty = dispatch(aten.new_zeros.default, (out, [0]), {})
+        return out, empty, dispatch(aten.new_zeros.default, (out, [0]), {})
+    if running_mean is None or running_var is None:
         return trace(aten.native_batch_norm.default, REGISTRY[aten.native_batch_norm.default], args, {})
     out, mean, invstd, new_mean, new_var = dispatch(
         aten._native_batch_norm_legit_functional.default, args, {})

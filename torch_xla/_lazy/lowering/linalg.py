@@ -118,6 +118,8 @@ def _tri_solve(a, b, lower_, left=True, transpose=False, unit=False):
 def _zero_pivot_info(lu):
     """LAPACK getrf's info: 1 + the index of U's first zero diagonal entry, else 0."""
     zero = jnp.diagonal(lu, axis1=-2, axis2=-1) == 0
+    if zero.shape[-1] == 0:  # 0x0 matrices: nothing can be singular
+        return jnp.zeros(zero.shape[:-1], jnp.int32)
     return jnp.where(jnp.any(zero, -1), jnp.argmax(zero, -1) + 1, 0).astype(jnp.int32)
 
 
