@@ -146,6 +146,18 @@ def _native_batch_norm(x, weight, bias, running_mean, running_var, training, mom
     return out, mean, invstd
 
 
+def _eval_batch_norm(func, training_arg):
+    """Batch norm in evaluation: PyTorch's CPU kernels return empty saved statistics (its meta
+    kernels say (C,)), and so do these."""
+    def batch_norm(*args):
+        out = trace(func, REGISTRY[func], args, {}) if func in REGISTRY else dispatch(func, args, {})
+        if training_arg is not None and args[training_arg]:
+            return out
+        empty = dispatch(aten.new_zeros.default, (out[0], [0]), {})
+        return (out[0], empty, dispatch(aten.new_zeros.default, (out[0], [0]), {})) + tuple(out[3:])
+    return batch_norm
+
+
 SPECIAL = {
     aten._to_copy.default: _to_copy,
     aten.copy.default: _copy,
@@ -167,4 +179,8 @@ SPECIAL = {
     aten.index_put.default: _index_put(aten.index_put.default),
     aten._unsafe_index_put.default: _index_put(aten._unsafe_index_put.default),
     aten.native_batch_norm.default: _native_batch_norm,
+    aten._native_batch_norm_legit_no_training.default: _eval_batch_norm(
+        aten._native_batch_norm_legit_no_training.default, None),
+    aten._native_batch_norm_legit_functional.default: _eval_batch_norm(
+        aten._native_batch_norm_legit_functional.default, 5),
 }
