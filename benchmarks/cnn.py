@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_xla.core.xla_model as xm
-from common import first_step_time, last_torch_xla_program, peak_step_bytes, report, steady_time
+from common import compare
 
 B, C1, C2, CLASSES, LR, MOMENTUM = 64, 32, 64, 10, 0.01, 0.9
 
@@ -89,23 +89,7 @@ def jax_step_fn():
 
 
 def main():
-    dev = xm.xla_device()
-    ours = torch_step_fn(dev, True)
-    ours_first = first_step_time(ours, xm.wait_device_ops)
-    ours_t = steady_time(ours, xm.wait_device_ops, blocks=3, steps_per_block=5)
-    ours_mem = peak_step_bytes(last_torch_xla_program())
-    jstep, jsync, jcompiled = jax_step_fn()
-    jax_first = first_step_time(jstep, jsync)
-    jax_t = steady_time(jstep, jsync, blocks=3, steps_per_block=5)
-    jax_mem = peak_step_bytes(jcompiled())
-    eager = torch_step_fn("cpu", False)
-    eager_t = steady_time(eager, lambda: None, warmup=2, blocks=3, steps_per_block=3)
-    report("cnn", {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,
-                   "ours/jax": ours_t / jax_t, "ours/eager": ours_t / eager_t,
-                   "first_ours_s": ours_first, "first_jax_s": jax_first,
-                   "first_ratio": ours_first / jax_first,
-                   "peak_ours_mb": ours_mem / 2**20, "peak_jax_mb": jax_mem / 2**20,
-                   "peak_ratio": ours_mem / jax_mem})
+    compare("cnn", torch_step_fn, jax_step_fn, blocks=3, steps_per_block=5, eager_steps=3)
 
 
 if __name__ == "__main__":

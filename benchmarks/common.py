@@ -54,3 +54,26 @@ def report(name, figures):
     if out:
         with open(out, "a") as f:
             f.write(json.dumps({"name": name, **figures}) + "\n")
+
+
+def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eager_steps=10):
+    """Times one workload three ways and reports the line: ours (`torch_step_fn(device,
+    xla=True)`), the JAX floor (`jax_step_fn()` -> (step, sync, compile)) and eager PyTorch on
+    the CPU (`torch_step_fn('cpu', xla=False)`)."""
+    import torch_xla.core.xla_model as xm
+    ours = torch_step_fn(xm.xla_device(), True)
+    ours_first = first_step_time(ours, xm.wait_device_ops)
+    ours_t = steady_time(ours, xm.wait_device_ops, blocks=blocks, steps_per_block=steps_per_block)
+    ours_mem = peak_step_bytes(last_torch_xla_program())
+    jstep, jsync, jcompile = jax_step_fn()
+    jax_first = first_step_time(jstep, jsync)
+    jax_t = steady_time(jstep, jsync, blocks=blocks, steps_per_block=steps_per_block)
+    jax_mem = peak_step_bytes(jcompile())
+    eager = torch_step_fn("cpu", False)
+    eager_t = steady_time(eager, lambda: None, warmup=2, blocks=3, steps_per_block=eager_steps)
+    report(name, {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,
+                  "ours/jax": ours_t / jax_t, "ours/eager": ours_t / eager_t,
+                  "first_ours_s": ours_first, "first_jax_s": jax_first,
+                  "first_ratio": ours_first / jax_first,
+                  "peak_ours_mb": ours_mem / 2**20, "peak_jax_mb": jax_mem / 2**20,
+                  "peak_ratio": ours_mem / jax_mem})
