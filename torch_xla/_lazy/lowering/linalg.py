@@ -82,15 +82,6 @@ def trace(x):
     return jnp.trace(x, dtype=dtype)
 
 
-@lower(aten.tril.default)
-def tril(x, diagonal=0):
-    return jnp.tril(x, diagonal)
-
-
-@lower(aten.triu.default)
-def triu(x, diagonal=0):
-    return jnp.triu(x, diagonal)
-
 
 # ---- helpers -----------------------------------------------------------------------------
 
