@@ -344,6 +344,8 @@ def _strided_offsets(size, stride, storage_offset):
 @lower(aten.as_strided_copy.default, aten.as_strided.default)
 def as_strided(x, size, stride, storage_offset=None):
     """Strides address x's values in row-major order (XLA tensors are contiguous)."""
+    if x.size == 0 or 0 in tuple(size):
+        return jnp.zeros(tuple(size), x.dtype)
     return jnp.take(x.reshape(-1), _strided_offsets(size, stride, storage_offset), mode="clip")
 
 
