@@ -125,6 +125,10 @@ def sync(values, held=None):
         return
     from . import collectives
     if collectives.has_collective(w.order):  # one SPMD program with the other replicas
+        if held is not None:
+            # Replicas must agree on the program, and which buffers are still held can differ
+            # between them (a dead tensor not yet collected): no donation here.
+            w = walk(values)
         for v, out in zip(w.roots, collectives.run(w)):
             v.set_data(out)
         return

@@ -14,7 +14,7 @@ import torch.utils.cpp_extension
 
 from . import rng
 from .dispatch import dispatch
-from .tensor import to_functional
+from .tensor import from_cpu, to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
 
@@ -40,6 +40,14 @@ _DOWNCAST = bf16_mode()
 
 def device_dtype(dtype):
     return _DOWNCAST.get(dtype, dtype)
+
+
+def transfer(t: torch.Tensor, device) -> torch.Tensor:
+    """A CPU tensor on an XLA device, already a buffer (`.to(device)` records an `empty` and a
+    copy). Data loaders' background threads use it: a step ending on another thread at that
+    moment must not find a half-made tensor among the live ones."""
+    index = torch.device(device).index or 0
+    return to_functional(wrap(from_cpu(t, index, dtype=device_dtype(t.dtype))))
 
 
 def _factory(op, *args, **kwargs):

@@ -13,6 +13,7 @@ import weakref
 
 import torch
 
+from torch_xla._lazy import device as _device
 from torch_xla._lazy import tensor as _tensor
 
 _END = object()
@@ -20,7 +21,7 @@ _END = object()
 
 def _to_device(obj, device):
     if isinstance(obj, torch.Tensor):
-        return obj.to(device)
+        return _device.transfer(obj, device)
     if isinstance(obj, (list, tuple)):
         items = [_to_device(o, device) for o in obj]
         return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
