@@ -126,8 +126,6 @@ _meta_cache = {}
 
 
 def _to_meta(obj):
-    if isinstance(obj, XLATensor):
-        return torch.empty(obj.shape, dtype=obj.dtype, device="meta")
     if isinstance(obj, torch.Tensor):
         return torch.empty(obj.shape, dtype=obj.dtype, device="meta")
     if isinstance(obj, torch.device) and obj.type == "xla":

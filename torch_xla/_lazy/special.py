@@ -134,10 +134,7 @@ def _native_batch_norm(x, weight, bias, running_mean, running_var, training, mom
     then the new statistics are written back."""
     args = (x, weight, bias, running_mean, running_var, training, momentum, eps)
     if not training:
-        # PyTorch's CPU kernel returns empty saved statistics in evaluation.
-        out = trace(aten.native_batch_norm.default, REGISTRY[aten.native_batch_norm.default], args, {})[0]
-        empty = dispatch(aten.new_zeros.default, (out, [0]), {})
-        return out, empty, dispatch(aten.new_zeros.default, (out, [0]), {})
+        return _eval_native_batch_norm(*args)
     if running_mean is None or running_var is None:
         return trace(aten.native_batch_norm.default, REGISTRY[aten.native_batch_norm.default], args, {})
     out, mean, invstd, new_mean, new_var = dispatch(
@@ -156,6 +153,9 @@ def _eval_batch_norm(func, training_arg):
         empty = dispatch(aten.new_zeros.default, (out[0], [0]), {})
         return (out[0], empty, dispatch(aten.new_zeros.default, (out[0], [0]), {})) + tuple(out[3:])
     return batch_norm
+
+
+_eval_native_batch_norm = _eval_batch_norm(aten.native_batch_norm.default, None)
 
 
 SPECIAL = {

@@ -89,13 +89,17 @@ def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
     return Value(tuple(t.shape), dtype, device, data=data)
 
 
-def materialize(values) -> None:
-    """Runs what is needed to give every value in `values` a buffer (one program per device)."""
+def _pending_by_device(values):
     by_device = {}
     for v in values:
         if v.node is not None:
             by_device.setdefault(v.device, []).append(v)
-    for device, vs in by_device.items():
+    return by_device.values()
+
+
+def materialize(values) -> None:
+    """Runs what is needed to give every value in `values` a buffer (one program per device)."""
+    for vs in _pending_by_device(values):
         compiler.sync(vs)
 
 
@@ -122,11 +126,7 @@ def mark_step(device=None) -> None:
         device = runtime.thread_device()
     values = live_values(device)
     held = {id(v.data) for v in values if v.data is not None}
-    by_device = {}
-    for v in values:
-        if v.node is not None:
-            by_device.setdefault(v.device, []).append(v)
-    for dev, vs in by_device.items():
+    for vs in _pending_by_device(values):
         compiler.sync(vs, held)
 
 
