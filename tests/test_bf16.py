@@ -29,18 +29,26 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run(var):
+def _run(var, after_import=False):
+    """The script's findings with `var`=1 in its environment, or (`after_import`) set by the
+    script itself after `import torch_xla` and before its first device tensor, as
+    accelerate's and Lightning's bf16 modes do."""
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")}
-    env[var] = "1"
-    out = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True,
+    script = _SCRIPT
+    if after_import:
+        script = script.replace("d = xm.xla_device()", f"import os; os.environ['{var}'] = '1'; d = xm.xla_device()")
+    else:
+        env[var] = "1"
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.parametrize("after_import", [False, True], ids=["before-import", "after-import"])
 @pytest.mark.parametrize("var, f64", [("XLA_USE_BF16", "bfloat16"), ("XLA_DOWNCAST_BF16", "float32")])
-def test_bf16_modes(var, f64):
-    r = _run(var)
+def test_bf16_modes(var, f64, after_import):
+    r = _run(var, after_import)
     assert r["randn"] == r["to"] == r["weight"] == r["forward"] == "bfloat16"
     assert r["zeros64"] == r["to64"] == f64
     assert r["int"] == "int64" and r["half"] == "float16"

@@ -6,8 +6,11 @@ a graph that XLA compiles once and replays.
 import torch
 
 from . import _lazy  # noqa: F401  (installs the device)
+from ._lazy import execution as _execution
 from ._lazy import runtime as _rt
-from ._lazy import tensor as _tensor
+from .amp import autocast_mode as _autocast_mode
+
+_autocast_mode.install()
 
 __version__ = "0.1.0"
 
@@ -24,7 +27,7 @@ def devices():
 
 def sync(wait: bool = False) -> None:
     """Runs every pending computation on every device (torch_xla's mark_step)."""
-    _tensor.mark_step()
+    _execution.mark_step()
     if wait:
         from .core import xla_model
         xla_model.wait_device_ops()

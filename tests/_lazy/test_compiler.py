@@ -1,4 +1,8 @@
 """Lazy execution, the program cache, scalar parameters and buffer donation."""
+import os
+import subprocess
+import sys
+
 import torch
 
 import torch_xla
@@ -138,3 +142,14 @@ def test_a_steady_loop_leaks_nothing(dev):
         xm.wait_device_ops()
         sizes.append((compiler.cache_size(), len(jax.live_arrays()), len(tensor._live)))
     assert sizes[0] == sizes[1] == sizes[2], sizes
+
+
+def test_each_program_runs_on_its_tensors_device():
+    """The device is part of a program's key and its placement: the same graph on xla:1
+    after xla:0 compiles again and leaves its buffers on device 1, factories-only included."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, CPU_NUM_DEVICES="2", PYTHONPATH=root)
+    proc = subprocess.run([sys.executable, "-m", "tests._lazy._placement_main"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert proc.stdout.split() == ["ok"]

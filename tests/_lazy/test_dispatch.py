@@ -6,9 +6,11 @@ import warnings
 
 import pytest
 import torch
+from torch._decomp import decomposition_table
 
 import torch_xla.debug.metrics as met
-from torch_xla._lazy import dispatch
+from torch_xla._lazy import fallback
+from torch_xla._lazy.lowering import REGISTRY
 
 BAD_INPUT = [
     (lambda d: torch.ones(2, 3, device=d) + torch.ones(4, device=d), RuntimeError),
@@ -56,7 +58,7 @@ _CANDIDATES = [
 def _an_op_without_lowering():
     for name, call in _CANDIDATES:
         op = getattr(torch.ops.aten, name).default
-        if op not in dispatch.REGISTRY and op not in dispatch.decomposition_table:
+        if op not in REGISTRY and op not in decomposition_table:
             return op, name, call
     pytest.fail("every candidate has a lowering now: add an op without one to _CANDIDATES")
 
@@ -65,7 +67,7 @@ def test_fallback_runs_on_the_cpu_counts_and_warns_once(dev):
     op, name, call = _an_op_without_lowering()
     a = torch.rand(5, 4)
     met.clear_counters()
-    dispatch._warned.discard(f"aten::{name}")
+    fallback._warned.discard(f"aten::{name}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = call(op, a.to(dev))

@@ -124,3 +124,12 @@ def test_transfers_are_counted(dev):
     assert met.counter_value("TransferToDevice") >= 1
     assert met.counter_value("TransferFromDevice") >= 1
     assert met.metric_data("TransferToDeviceTime")[0] >= 1
+
+
+def test_storage_data_pointer_is_zero_as_in_torch_xla(dev):
+    """Device data has no host address: 0, as torch_xla says; CPU storages are untouched."""
+    t = torch.ones(3, device=dev)
+    assert t.untyped_storage().data_ptr() == 0
+    assert t.data_ptr() == 0
+    cpu = torch.ones(3)
+    assert cpu.untyped_storage().data_ptr() == cpu.data_ptr() != 0

@@ -26,7 +26,7 @@ def test_ir_text_lists_the_pending_ops_without_running_them(dev):
     text = XLAC._get_xla_tensors_text([c])
     lines = text.strip().splitlines()
     assert lines[0] == "IR {" and lines[-1] == "}"
-    assert re.fullmatch(r"  %0 = aten.mm.default\((p0, p1|p1, p0)\) -> \(\[2, 2\]:float32\)", lines[1])
+    assert re.fullmatch(r"  %0 = aten.mm.default\((p0, p1|p1, p0)\) -> \(float32\[2, 2\]\)", lines[1])
     assert "aten.add.Tensor(%0, $0)" in lines[2] and "aten.relu.default(%1)" in lines[3]
     assert lines[4].strip() == "ROOT (%2)"
     assert compiles() == before and unwrap(c)._value.pending
@@ -52,7 +52,7 @@ def test_dot_graph(dev):
     _, _, c = _graph(dev)
     dot = XLAC._get_xla_tensors_dot([c])
     assert dot.startswith("digraph G {") and dot.rstrip().endswith("}")
-    assert 'n0 [label="aten.mm.default\\n[2, 2]:float32"];' in dot
+    assert 'n0 [label="aten.mm.default\\nfloat32[2, 2]"];' in dot
     assert re.search(r"p[01] -> n0 \[label=\"0\"\]", dot) and re.search(r"p[01] -> n0 \[label=\"1\"\]", dot)
     assert "n0 -> n1" in dot and "n2 -> root0" in dot
 

@@ -1,8 +1,10 @@
-"""The lazy engine behind torch_xla: see ARCHITECTURE.md for how the parts fit."""
-from . import device, inplace, serialization
-from ..amp import autocast_mode
+"""The lazy engine behind torch_xla: see ARCHITECTURE.md for how the parts fit.
+
+Importing it installs the engine into PyTorch: the ops with engine meaning into the
+dispatch entry, the XLA device's hooks, the fast in-place kernels and torch.save/load.
+"""
+from . import device, engine_ops, inplace, serialization  # noqa: F401  (engine_ops registers)
 
 device.install()
 inplace.install()
 serialization.install()
-autocast_mode.install()

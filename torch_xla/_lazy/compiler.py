@@ -1,20 +1,21 @@
-"""Graph to XLA program: collect pending values, look the program up by structure, run it.
+"""Graph to XLA program: collect pending values, key them by structure, compile once.
 
-`sync(values)` walks the graphs behind `values` once in post order and writes the walk
+`walk(values)` walks the graphs behind `values` once in post order and writes the walk
 down as a structural key: each node's key and the positions of its inputs, the shapes and
-dtypes of the device buffers it reads, which of them are donated. Programs are cached by
-that key; on a miss, a Python function that replays the lowerings is compiled with
-`jax.jit`. Dynamic scalars are program parameters. Buffers that no live tensor holds any
-more (an in-place update replaced them) are donated, so a step keeps one copy of the model.
+dtypes of the device buffers it reads, which of them are donated. `program_for(walk)` looks
+the program up by that key and the device it runs on; on a miss, a Python function that
+replays the lowerings is compiled with `jax.jit`, placed on that device. Dynamic scalars
+are program parameters. Buffers that no live tensor holds any more (an in-place update
+replaced them) are donated, so a step keeps one copy of the model.
 """
 import collections
-import os
 import time
 
 import jax
+from jax.sharding import SingleDeviceSharding
 
-from . import metrics
-from .ir import fill_template
+from . import debug, metrics, runtime
+from .lowering import call_lowering
 
 _cache = {}
 
@@ -30,7 +31,6 @@ class Program:
         self.compiled = None
 
     def run_traced(self, donated, kept, scalars):
-        from .dispatch import call_lowering
         leaves = donated + kept
         env = []
         for node_op, template, refs, s0, s1, avals in self.plan:
@@ -66,11 +66,14 @@ def _collect(roots):
 class Walk:
     """One program's worth of pending values, ready to compile or to inspect: the nodes in
     topological order, the roots, the structural key, the unjitted program and its
-    arguments (donated buffers, kept buffers, scalars)."""
-    __slots__ = ("order", "roots", "key", "program", "args")
+    arguments (donated buffers, kept buffers, scalars), the device it runs on, and whether
+    it holds a collective (then it runs over every replica: `_lazy/replicated`)."""
+    __slots__ = ("order", "roots", "key", "program", "args", "device", "collective")
 
     def __init__(self, order, roots, key, program, args):
         self.order, self.roots, self.key, self.program, self.args = order, roots, key, program, args
+        self.device = roots[0].device
+        self.collective = any(node.op.collective for node in order)
 
 
 def walk(values, held=None):
@@ -118,53 +121,25 @@ def walk(values, held=None):
     return Walk(order, roots, key, Program(tuple(plan), root_refs, len(donated)), args)
 
 
-def sync(values, held=None):
-    """Materialises the pending `values` (all on one device) in one program (see `walk`)."""
-    w = walk(values, held)
-    if w is None:
-        return
-    from . import collectives
-    if collectives.has_collective(w.order):  # one SPMD program with the other replicas
-        if held is not None:
-            # Replicas must agree on the program, and which buffers are still held can differ
-            # between them (a dead tensor not yet collected): no donation here.
-            w = walk(values)
-        for v, out in zip(w.roots, collectives.run(w)):
-            v.set_data(out)
-        return
-    order, roots, key, args = w.order, w.roots, w.key, w.args
+def program_for(w: Walk) -> Program:
+    """The compiled program of walk `w`, cached per (graph, device)."""
+    key = (w.key, w.device)
     program = _cache.get(key)
-    if program is None:
-        program = w.program
-        metrics.count("UncachedCompile")
-        start = time.perf_counter_ns()
-        jitted = jax.jit(program.run_traced, donate_argnums=(0,) if program.n_donated else ())
-        program.compiled = jitted.lower(*args).compile()
-        metrics.sample("CompileTime", time.perf_counter_ns() - start)
-        _debug_compile(order, roots)
-        _cache[key] = program
-    else:
+    if program is not None:
         metrics.count("CachedCompile")
+        return program
+    program = w.program
+    metrics.count("UncachedCompile")
     start = time.perf_counter_ns()
-    outputs = program.compiled(*args)
-    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
-    for v, out in zip(roots, outputs):
-        v.set_data(out)
-    _save_graph(order)
-
-
-def _debug_compile(order, roots):
-    if os.environ.get("PT_XLA_DEBUG") == "1":
-        from . import debug
-        debug.explain_compile(order, roots)
-
-
-def _save_graph(order):
-    path = os.environ.get("XLA_SAVE_TENSORS_FILE")
-    if path:
-        from .ir import format_node
-        with open(path, "a") as f:
-            f.write("[graph]\n" + "\n".join(f"  %{i} = {format_node(n)}" for i, n in enumerate(order)) + "\n")
+    placement = SingleDeviceSharding(runtime.jax_device(w.device))
+    jitted = jax.jit(program.run_traced, donate_argnums=(0,) if program.n_donated else (),
+                     out_shardings=placement)
+    program.compiled = jitted.lower(*w.args).compile()
+    metrics.sample("CompileTime", time.perf_counter_ns() - start)
+    if debug.enabled():
+        debug.explain_compile(w.order, w.roots)
+    _cache[key] = program
+    return program
 
 
 def clear_cache() -> None:

@@ -9,6 +9,7 @@ structural keys of its nodes and the shapes of its inputs, the same things the c
 cache key is made of, so a reported difference is one that caused the miss.
 """
 import difflib
+import linecache
 import os
 import sys
 import sysconfig
@@ -16,7 +17,7 @@ import sysconfig
 import jax
 import torch
 
-import torch_xla
+from .ir import format_aval, format_avals
 
 _HISTORY = 32       # programs remembered for comparison
 _SHOWN = 4          # differences listed per kind
@@ -24,8 +25,9 @@ _history = []       # [(number, Signature)]
 _count = [0]
 
 # Code that is not the user's: the engine, PyTorch, jax and the standard library.
-_LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                      for m in (torch_xla, torch, jax)) + (
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # torch_xla/
+_LIBRARY_DIRS = (_PACKAGE_DIR,) + tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                                        for m in (torch, jax)) + (
     os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep,)
 
 # Engine functions that run a graph, innermost first: what they say about the cause.
@@ -57,10 +59,6 @@ class Signature:
         self.n_outputs = len(roots)
 
 
-def _fmt(shape, dtype):
-    return f"{str(dtype).replace('torch.', '')}{list(shape)}"
-
-
 def _short(obj, limit=100):
     text = repr(obj)
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -80,7 +78,7 @@ def _closest(sig):
 
 
 def _input_changes(old, sig):
-    changes = [f"input {i} (read by {sig.input_users[i]}): {_fmt(*a)} -> {_fmt(*b)}"
+    changes = [f"input {i} (read by {sig.input_users[i]}): {format_aval(*a)} -> {format_aval(*b)}"
                for i, (a, b) in enumerate(zip(old.inputs, sig.inputs)) if a != b]
     if len(old.inputs) != len(sig.inputs):
         changes.append(f"{len(old.inputs)} -> {len(sig.inputs)} graph inputs")
@@ -97,7 +95,7 @@ def _op_changes(old, sig):
         if tag == "replace" and old.names[i1:i2] == sig.names[j1:j2]:
             for j, a, b in zip(range(j1, j2), old.ops[i1:i2], sig.ops[j1:j2]):
                 changed.append(f"op {j} {a[0]}: " + (
-                    f"{_fmt_avals(a[2])} -> {_fmt_avals(b[2])}" if a[2] != b[2] else
+                    f"{format_avals(a[2])} -> {format_avals(b[2])}" if a[2] != b[2] else
                     f"arguments {_short(a[1])} -> {_short(b[1])}"))
             continue
         if i2 > i1:
@@ -107,12 +105,8 @@ def _op_changes(old, sig):
     return changed, structural
 
 
-def _fmt_avals(avals):
-    return ", ".join(_fmt(s, d) for s, d in avals)
-
-
 def _fmt_ops(keys):
-    return ", ".join(f"{k[0]} -> {_fmt_avals(k[2])}" for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
+    return ", ".join(f"{k[0]} -> {format_avals(k[2])}" for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
 
 
 def _listed(title, items):
@@ -156,16 +150,19 @@ def _frames():
 def trigger():
     """(what made the engine run a graph, the user's frame as 'file:line in function' and its
     source line, or None when the whole stack is library code)."""
-    engine = os.path.dirname(os.path.abspath(torch_xla.__file__)) + os.sep
-    names = {f.f_code.co_name for f in _frames() if os.path.abspath(f.f_code.co_filename).startswith(engine)}
+    names = {f.f_code.co_name for f in _frames()
+             if os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR)}
     why = next((text for name, text in _TRIGGERS if name in names), "tensors were materialised")
     for f in _frames():
         path = os.path.abspath(f.f_code.co_filename)
         if not path.startswith(_LIBRARY_DIRS) and not path.startswith("<"):
-            import linecache
             source = linecache.getline(path, f.f_lineno).strip()
             return why, (f"{path}:{f.f_lineno} in {f.f_code.co_name}", source)
     return why, None
+
+
+def enabled() -> bool:
+    return os.environ.get("PT_XLA_DEBUG") == "1"
 
 
 def explain_compile(order, roots, out=None):

@@ -14,7 +14,8 @@ import torch.utils.cpp_extension
 
 from . import rng
 from .dispatch import dispatch
-from .tensor import from_cpu, to_functional, wrap
+from .execution import from_cpu
+from .tensor import to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
 
@@ -26,8 +27,7 @@ def _load_device_guard() -> None:
         is_python_module=False, verbose=False)
 
 
-def bf16_mode():
-    """The dtype floating tensors take on the device under XLA_USE_BF16/XLA_DOWNCAST_BF16."""
+def _read_bf16_mode():
     if os.environ.get("XLA_USE_BF16") == "1":
         return {torch.float32: torch.bfloat16, torch.float64: torch.bfloat16}
     if os.environ.get("XLA_DOWNCAST_BF16") == "1":
@@ -35,11 +35,20 @@ def bf16_mode():
     return {}
 
 
-_DOWNCAST = bf16_mode()
+_bf16 = []
+
+
+def bf16_mode():
+    """The dtype floating tensors take on the device under XLA_USE_BF16/XLA_DOWNCAST_BF16:
+    read when the first tensor is put on a device, and fixed from then on (so libraries that
+    set the variable after `import torch_xla` still get it)."""
+    if not _bf16:
+        _bf16.append(_read_bf16_mode())
+    return _bf16[0]
 
 
 def device_dtype(dtype):
-    return _DOWNCAST.get(dtype, dtype)
+    return bf16_mode().get(dtype, dtype)
 
 
 def transfer(t: torch.Tensor, device) -> torch.Tensor:
@@ -53,10 +62,11 @@ def transfer(t: torch.Tensor, device) -> torch.Tensor:
 def _factory(op, *args, **kwargs):
     """Factory ops on an XLA device: traced below, wrapped for functionalization unless the
     call already comes from below it (a decomposition inside the engine)."""
-    if _DOWNCAST and op._schema.name != "aten::_to_copy":
+    downcast = bf16_mode()
+    if downcast and op._schema.name != "aten::_to_copy":
         dtype = kwargs.get("dtype") or torch.get_default_dtype()
-        if dtype in _DOWNCAST and any(a.name == "dtype" for a in op._schema.arguments):
-            kwargs["dtype"] = _DOWNCAST[dtype]
+        if dtype in downcast and any(a.name == "dtype" for a in op._schema.arguments):
+            kwargs["dtype"] = downcast[dtype]
     out = dispatch(op, args, kwargs)
     if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize):
         return out
@@ -79,6 +89,21 @@ def _hook_manual_seed() -> None:
     manual_seed.__wrapped__ = original
     random.manual_seed = manual_seed
     torch.manual_seed = manual_seed
+
+
+def _patch_storage_data_ptr() -> None:
+    """`t.untyped_storage().data_ptr()` of an XLA tensor is 0, as in torch_xla: its data lives
+    in a device buffer, not in host memory. (PyTorch would raise for the functional storage
+    users' tensors have; safetensors and transformers' tied-weight detection ask for it.)"""
+    original = torch.UntypedStorage.data_ptr
+
+    def data_ptr(self):
+        if self.device.type == "xla":
+            return 0
+        return original(self)
+    data_ptr.__doc__ = original.__doc__
+    data_ptr.__wrapped__ = original
+    torch.UntypedStorage.data_ptr = data_ptr
 
 
 def _copy_from(src, dst, non_blocking=False):
@@ -111,3 +136,4 @@ def install() -> None:
         per_op.impl(name, functools.partial(_factory, op), "XLA")
     _libs.extend([fallback, per_op])
     _hook_manual_seed()
+    _patch_storage_data_ptr()

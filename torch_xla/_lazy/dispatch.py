@@ -1,24 +1,26 @@
 """The dispatch entry: every ATen op on an XLATensor arrives here.
 
-In order: ops with special meaning to the engine (transfers, scalars, aliases), ops with a
-lowering (traced into the graph), in-place and `out=` forms (their functional form, then the
-result written back), ops PyTorch can decompose (their decomposition, traced op by op), and
-last an explicit, counted CPU fallback. Shapes and dtypes of traced ops come from PyTorch's
-meta kernels, cached per op and argument signature, so errors are PyTorch's own and are
-raised at the op.
+In order: ops with a meaning to the engine beyond a lowering (`engine_op`s: transfers,
+host reads, aliases; `_lazy/engine_ops` registers them), ops with a lowering (traced into
+the graph), in-place and `out=` forms (their functional form, then the result written
+back), ops PyTorch can decompose (their decomposition, traced op by op), and last the
+explicit, counted CPU fallback (`_lazy/fallback`). Shapes and dtypes of traced ops come
+from PyTorch's meta kernels (`_lazy/meta`), cached per op and argument signature, so
+errors are PyTorch's own and are raised at the op.
 """
-import os
-import warnings
+import functools
 
 import jax
 import torch
 from torch._decomp import decomposition_table
 
 from . import metrics, rng, runtime
+from .execution import from_cpu, materialize, to_cpu
+from .fallback import cpu_fallback
 from .ir import In, Node, Sc, Value, fill_template
 from .lowering import REGISTRY, load_all
-from .lowering._types import is_weak
-from .tensor import XLATensor, from_cpu, materialize, to_cpu, wrap
+from .meta import meta_outputs
+from .tensor import XLATensor, set_dispatch_entry, wrap
 
 aten = torch.ops.aten
 load_all()
@@ -120,112 +122,14 @@ def _factory_device(kwargs):
     return 0
 
 
-# ---- shapes and dtypes from PyTorch's meta kernels ----------------------------------------
-
-_meta_cache = {}
-
-
-def _to_meta(obj):
-    if isinstance(obj, torch.Tensor):
-        return torch.empty(obj.shape, dtype=obj.dtype, device="meta")
-    if isinstance(obj, torch.device) and obj.type == "xla":
-        return torch.device("meta")
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_meta(o) for o in obj)
-    return obj
-
-
-# Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes, empty inputs).
-_CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
-                aten.mv.default, aten.addmv.default, aten.dot.default, aten.vdot.default,
-                aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default}
-
-
-def _to_cpu_probe(obj, tiny):
-    if isinstance(obj, XLATensor):
-        if tiny:  # pointwise ops: one element per dimension keeps broadcasting and dtypes
-            return torch.ones((1,) * obj.dim(), dtype=obj.dtype)
-        return torch.zeros((), dtype=obj.dtype).expand(obj.shape)
-    if isinstance(obj, torch.device) and obj.type == "xla":
-        return torch.device("cpu")
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu_probe(o, tiny) for o in obj)
-    return obj
-
-
-def _cpu_error(func, args, kwargs, tiny=False):
-    """The error PyTorch's CPU kernel raises for these arguments (its message is the one
-    users know), or None. Runs on zero-stride tensors of the same shapes and dtypes, or for
-    pointwise ops (`tiny`) on one-element tensors of the same dtypes and ranks."""
-    try:
-        func(*_to_cpu_probe(args, tiny), **{k: _to_cpu_probe(v, tiny) for k, v in kwargs.items()})
-    except (RuntimeError, ValueError, IndexError, TypeError, ZeroDivisionError) as e:
-        return e
-    return None
-
-
-def _is_pointwise(func) -> bool:
-    """Pointwise ops whose dtype rules PyTorch checks in its CPU kernels, not its meta ones."""
-    return torch.Tag.pointwise in func.tags and func.namespace == "aten" and not func._schema.is_mutable
-
-
-def _meta_outputs(func, args, kwargs, sig):
-    """(structure, avals) of the op's outputs: structure is 't' for one tensor, or a tuple or
-    list of 't' for several."""
-    key = (id(func), sig)
-    hit = _meta_cache.get(key)
-    if hit is not None:
-        return hit
-    try:
-        out = func(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
-    except (RuntimeError, ValueError, IndexError, TypeError) as e:
-        raise (_cpu_error(func, args, kwargs) or e) from None
-    if func in _CPU_CHECKED or _is_pointwise(func):
-        error = _cpu_error(func, args, kwargs, tiny=func not in _CPU_CHECKED)
-        if error is not None:
-            raise error
-    if isinstance(out, torch.Tensor):
-        result = ("t", ((tuple(out.shape), out.dtype),))
-    elif isinstance(out, (tuple, list)) and all(o is None or isinstance(o, torch.Tensor) for o in out):
-        # None: an output the op leaves out (a backward's output_mask); the lowering returns
-        # None there too, and the node has no output for it
-        result = (type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out))
-    else:
-        raise NotImplementedError(f"{func}: output {type(out).__name__} is not a tensor")
-    _meta_cache[key] = result
-    return result
-
-
 # ---- tracing -----------------------------------------------------------------------------
-
-def call_lowering(op, template, inputs, scalars, avals):
-    """Runs a lowering on jax values; returns its outputs as a tuple, cast and checked."""
-    args, kwargs = fill_template(template, inputs, scalars)
-    kwargs = dict(kwargs)
-    if op.rng:
-        kwargs["key"] = jax.random.PRNGKey(scalars[-1])
-    out = op.fn(*args, **kwargs)
-    if not isinstance(out, (tuple, list)):
-        out = (out,)
-    out = [o for o in out if o is not None]  # outputs the op leaves out (see _meta_outputs)
-    result = []
-    for o, (shape, dtype) in zip(out, avals):
-        jdtype = runtime.to_jax_dtype(dtype)
-        if o.dtype != jdtype or is_weak(o):
-            o = o.astype(jdtype)
-        if tuple(o.shape) != shape:
-            raise RuntimeError(f"internal error: lowering of {op.name} gave shape {tuple(o.shape)}, "
-                               f"PyTorch expects {shape}")
-        result.append(o)
-    return tuple(result)
-
 
 def trace(func, lowering, args, kwargs):
     template, inputs, scalars, device, sig = _encode_call(
         func, args, kwargs, dynamic=not lowering.static_scalars)
     if lowering.dynamic_shape:
         return _run_eagerly(lowering, template, inputs, scalars, device)
-    structure, avals = _meta_outputs(func, args, kwargs, sig)
+    structure, avals = meta_outputs(func, args, kwargs, sig)
     if lowering.rng:
         scalars = scalars + (rng.next_seed(device),)
     if structure == "t":
@@ -255,16 +159,28 @@ def _run_eagerly(lowering, template, inputs, scalars, device):
 
 # ---- the entry ---------------------------------------------------------------------------
 
-_routes = {}  # id(op) -> (special, lowering): OpOverloads live as long as the process
+_ENGINE_OPS = {}  # op -> handler
+_routes = {}      # id(op) -> (engine op, lowering): OpOverloads live as long as the process
+
+
+def engine_op(*ops, with_op=False):
+    """Registers the decorated function as the handler of `ops`, called with the op's
+    arguments in place of any lowering (`with_op`: the op itself comes first)."""
+    def register(fn):
+        for op in ops:
+            _ENGINE_OPS[op] = functools.partial(fn, op) if with_op else fn
+            _routes.pop(id(op), None)
+        return fn
+    return register
 
 
 def dispatch(func, args, kwargs):
     route = _routes.get(id(func))
     if route is None:
-        route = _routes[id(func)] = (SPECIAL.get(func), REGISTRY.get(func))
-    special, lowering = route
-    if special is not None:
-        return special(*args, **kwargs)
+        route = _routes[id(func)] = (_ENGINE_OPS.get(func), REGISTRY.get(func))
+    engine, lowering = route
+    if engine is not None:
+        return engine(*args, **kwargs)
     if lowering is not None:
         return trace(func, lowering, args, kwargs)
     if func._schema.is_mutable:
@@ -303,7 +219,6 @@ def _mutating(func, args, kwargs):
     functional = _functional_variant(func)
     if functional is None:
         return cpu_fallback(func, args, kwargs)
-    name = func._schema.name
     if "out" in kwargs:
         out = kwargs.pop("out")
         result = dispatch(functional, args, kwargs)
@@ -326,48 +241,4 @@ def _assign(dst, src):
     dst._value = src._value
 
 
-# ---- CPU fallback ------------------------------------------------------------------------
-
-_warned = set()
-
-
-def cpu_fallback(func, args, kwargs):
-    """Runs an op without a lowering on the CPU: counted as `aten::NAME`, warned once, or an
-    error naming the op when XLA_NO_CPU_FALLBACK=1."""
-    name = func._schema.name
-    if os.environ.get("XLA_NO_CPU_FALLBACK") == "1":
-        raise NotImplementedError(
-            f"{name} ({func}) has no XLA lowering and XLA_NO_CPU_FALLBACK=1 forbids the CPU fallback")
-    metrics.count(name)
-    if name not in _warned:
-        _warned.add(name)
-        warnings.warn(f"{name} has no XLA lowering: it runs on the CPU (counted in metrics as {name})",
-                      stacklevel=4)
-    device = [None]
-
-    def to_cpu_arg(x):
-        if isinstance(x, XLATensor):
-            device[0] = x._value.device
-            return to_cpu(x._value)
-        if isinstance(x, torch.device) and x.type == "xla":
-            device[0] = x.index or 0
-            return torch.device("cpu")
-        if isinstance(x, (list, tuple)):
-            return type(x)(to_cpu_arg(o) for o in x)
-        return x
-
-    cargs = to_cpu_arg(args)
-    ckwargs = {k: to_cpu_arg(v) for k, v in kwargs.items()}
-    out = func(*cargs, **ckwargs)
-    dev = device[0] or 0
-
-    def back(o):
-        if isinstance(o, torch.Tensor):
-            return wrap(from_cpu(o, dev))
-        if isinstance(o, (list, tuple)):
-            return type(o)(back(x) for x in o)
-        return o
-    return back(out)
-
-
-from .special import SPECIAL  # noqa: E402  (special ops use the helpers above)
+set_dispatch_entry(dispatch)

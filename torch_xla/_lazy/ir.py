@@ -91,8 +91,16 @@ def fill_template(obj, inputs, scalars):
     return obj
 
 
+def format_aval(shape, dtype) -> str:
+    """A value's dtype and shape as the engine writes them everywhere: `float32[2, 3]`."""
+    return f"{str(dtype).removeprefix('torch.')}{list(shape)}"
+
+
+def format_avals(avals) -> str:
+    return ", ".join(format_aval(s, d) for s, d in avals)
+
+
 def format_node(node: Node) -> str:
     args, kwargs = node.template
     parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs]
-    outs = ", ".join(f"{list(s)}:{str(d).replace('torch.', '')}" for s, d in node.avals)
-    return f"{node.op.name}({', '.join(parts)}) -> ({outs})"
+    return f"{node.op.name}({', '.join(parts)}) -> ({format_avals(node.avals)})"

@@ -98,7 +98,9 @@ def global_devices():
 
 
 # Replicas: the local devices that run the same program in step (one per process under
-# xmp.spawn; DataParallel's devices while it runs), and each thread's own device.
+# xmp.spawn; DataParallel's devices while it runs), and each thread's own device. A program
+# with collectives runs over a 1-D mesh of every replica's device, on this axis.
+REPLICA_AXIS = "replicas"
 _replicas = [(0,)]
 _thread = threading.local()
 

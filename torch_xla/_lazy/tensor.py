@@ -5,13 +5,16 @@ Users hold plain `torch.Tensor`s on `xla:N` made by PyTorch's functionalization
 in-place ops into functional ops before they reach `XLATensor.__torch_dispatch__`, so the
 engine below only ever sees values, never aliasing. An `XLATensor`'s own metadata is fixed:
 contiguous, with the shape and dtype of its value.
+
+This module is the data model only. The engine's dispatch entry sits above it and installs
+itself as `XLATensor`'s handler (`set_dispatch_entry`), so an op arriving here goes down
+into the engine without this module importing it.
 """
 import threading
 import weakref
 
 import torch
 
-from . import compiler, metrics, runtime
 from .ir import Value
 
 # Every XLATensor alive, in creation order (a stable order keeps graph keys stable): weak
@@ -37,6 +40,18 @@ def dispatch_depth() -> int:
     return _nesting.depth
 
 
+def _no_entry(func, args, kwargs):
+    raise RuntimeError(f"{func}: the XLA engine's dispatch entry is not installed")
+
+
+_entry = [_no_entry]
+
+
+def set_dispatch_entry(fn) -> None:
+    """Installs `fn(func, args, kwargs)` as the handler of every ATen op on an XLATensor."""
+    _entry[0] = fn
+
+
 class XLATensor(torch.Tensor):
     @staticmethod
     def __new__(cls, value: Value):
@@ -46,7 +61,7 @@ class XLATensor(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         _nesting.depth += 1
         try:
-            return _engine.dispatch(func, args, kwargs or {})
+            return _entry[0](func, args, kwargs or {})
         finally:
             _nesting.depth -= 1
 
@@ -81,53 +96,11 @@ def unwrap(t: torch.Tensor) -> XLATensor:
     raise TypeError(f"expected a tensor on an XLA device, got one on {t.device}")
 
 
-def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
-    dtype = dtype or t.dtype
-    with metrics.timed("TransferToDeviceTime"):
-        data = runtime.to_device_buffer(t.to(dtype) if t.dtype != dtype else t, device)
-    metrics.count("TransferToDevice")
-    return Value(tuple(t.shape), dtype, device, data=data)
-
-
-def _pending_by_device(values):
-    by_device = {}
-    for v in values:
-        if v.node is not None:
-            by_device.setdefault(v.device, []).append(v)
-    return by_device.values()
-
-
-def materialize(values) -> None:
-    """Runs what is needed to give every value in `values` a buffer (one program per device)."""
-    for vs in _pending_by_device(values):
-        compiler.sync(vs)
-
-
-def to_cpu(value: Value) -> torch.Tensor:
-    materialize([value])
-    with metrics.timed("TransferFromDeviceTime"):
-        out = runtime.to_cpu_tensor(value.data, value.dtype)
-    metrics.count("TransferFromDevice")
-    return out
 
 
 def live_values(device=None):
+    """The values of every live XLATensor (on `device`, if given), in creation order."""
     # list() copies in one step: iterating the dict itself races with other threads
     # (DataParallel) creating tensors.
     tensors = [t for t in (r() for r in list(_live.values())) if t is not None]
     return [t._value for t in tensors if device is None or t._value.device == device]
-
-
-def mark_step(device=None) -> None:
-    """Materialises every live pending tensor, one program per device, donating buffers that
-    no live tensor holds any more. On a DataParallel thread it covers that thread's device."""
-    metrics.count("MarkStep")
-    if device is None:
-        device = runtime.thread_device()
-    values = live_values(device)
-    held = {id(v.data) for v in values if v.data is not None}
-    for vs in _pending_by_device(values):
-        compiler.sync(vs, held)
-
-
-from . import dispatch as _engine  # noqa: E402  (the entry; it imports this module)

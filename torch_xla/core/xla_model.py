@@ -2,11 +2,10 @@
 import os
 import tempfile
 
-import jax
 import torch
 
 import torch_xla
-from torch_xla._lazy import rng, runtime
+from torch_xla._lazy import execution, rng, runtime
 from torch_xla._lazy import collectives as _coll
 from torch_xla._lazy import tensor as _tensor
 
@@ -37,10 +36,7 @@ def mark_step(wait: bool = False, reset_scope: bool = True) -> None:
 
 def wait_device_ops(devices=()) -> None:
     """Blocks until everything queued on the devices has run."""
-    for v in _tensor.live_values():
-        if v.data is not None:
-            v.data.block_until_ready()
-    jax.effects_barrier()
+    execution.wait_device_ops()
 
 
 def optimizer_step(optimizer, barrier: bool = False, optimizer_args=None, groups=None, pin_layout=True):
@@ -57,7 +53,7 @@ def optimizer_step(optimizer, barrier: bool = False, optimizer_args=None, groups
 #
 # A replica is one copy of the training program: a process under xmp.spawn, a thread per
 # device in DataParallel. Collectives are graph nodes run by all replicas in one program
-# (torch_xla/_lazy/collectives.py); groups are lists of replica ordinals.
+# (torch_xla/_lazy/collectives.py, run by torch_xla/_lazy/replicated.py); groups are lists of replica ordinals.
 
 REDUCE_SUM, REDUCE_MUL, REDUCE_AND, REDUCE_OR, REDUCE_MIN, REDUCE_MAX = (
     "sum", "mul", "and", "or", "min", "max")
@@ -238,7 +234,7 @@ def _to_cpu_data(data):
             for v in obj:
                 collect(v)
     collect(data)
-    _tensor.materialize(values)
+    execution.materialize(values)
     memo = {}
 
     def convert(obj):
@@ -310,5 +306,5 @@ def get_stablehlo(tensors=None) -> str:
     """The StableHLO (MLIR text) of the program that `mark_step` would compile for `tensors`
     (default: every pending tensor on the first device), lowered by jax exactly as the
     compiler lowers it."""
-    from torch_xla._lazy import inspect
-    return inspect.program_text(tensors, "stablehlo")
+    from torch_xla._lazy import graph_dump
+    return graph_dump.program_text(tensors, "stablehlo")

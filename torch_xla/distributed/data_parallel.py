@@ -10,7 +10,7 @@ import threading
 
 import torch
 
-from torch_xla._lazy import collectives, runtime
+from torch_xla._lazy import replicated, runtime
 from . import parallel_loader as pl
 
 _FIX = ("pass a module instance or a zero-argument callable that builds one, "
@@ -72,7 +72,7 @@ class DataParallel:
         indices = [d.index or 0 for d in self._devices]
         saved = runtime.replicas()
         runtime.set_replicas(indices)
-        collectives.reset()
+        replicated.reset()
 
         def run(k):
             runtime.set_thread_device(indices[k])
@@ -81,7 +81,7 @@ class DataParallel:
                                      self._devices[k], self._contexts[k])
             except BaseException as e:  # noqa: BLE001  (raised below, in the caller's thread)
                 errors[k] = e
-                collectives.abort(e)
+                replicated.abort(e)
 
         threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(len(indices))]
         try:
@@ -92,7 +92,7 @@ class DataParallel:
         finally:
             para_loader.close()
             runtime.set_replicas(saved)
-            collectives.reset()
+            replicated.reset()
         for e in errors:
             if e is not None:
                 raise e

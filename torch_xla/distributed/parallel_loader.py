@@ -14,7 +14,7 @@ import weakref
 import torch
 
 from torch_xla._lazy import device as _device
-from torch_xla._lazy import tensor as _tensor
+from torch_xla._lazy import execution as _execution
 
 _END = object()
 
@@ -110,7 +110,7 @@ class PerDeviceLoader:
         return self._parallel.per_device_samples()
 
     def __next__(self):
-        _tensor.mark_step(self._device.index or 0)
+        _execution.mark_step(self._device.index or 0)
         if self._done:
             raise StopIteration
         item = self._parallel._feed.queues[self._index].get()

@@ -7,25 +7,32 @@ learning rate never recompiles). It returns a jax array, or a tuple for ops with
 outputs. Output shapes and dtypes are PyTorch's (from its meta kernels); the engine casts
 each output to the expected dtype and checks its shape.
 
-Modules in this package each cover one family of ops and register with `@lower(...)`.
+Modules in this package each cover one family of ops and register with `@lower(...)`;
+`call_lowering` is how a compiled program replays a recorded node.
 """
 import importlib
 
+import jax
 import torch
+
+from .. import runtime
+from ..ir import fill_template
+from ._types import is_weak
 
 aten = torch.ops.aten
 REGISTRY = {}
 
 
 class Lowering:
-    __slots__ = ("name", "fn", "static_scalars", "rng", "dynamic_shape")
+    __slots__ = ("name", "fn", "static_scalars", "rng", "dynamic_shape", "collective")
 
-    def __init__(self, name, fn, static_scalars, rng, dynamic_shape):
+    def __init__(self, name, fn, static_scalars, rng, dynamic_shape, collective=False):
         self.name = name
         self.fn = fn
         self.static_scalars = static_scalars  # Scalar arguments are constants, not parameters
         self.rng = rng                        # fn takes `key=`, a jax PRNG key
         self.dynamic_shape = dynamic_shape    # output shape depends on values: run eagerly
+        self.collective = collective          # runs over the replicas' mesh axis (SPMD program)
 
     def __repr__(self):
         return f"Lowering({self.name})"
@@ -67,3 +74,27 @@ def load_all() -> None:
         except ModuleNotFoundError as e:
             if e.name != f"{__name__}.{family}":
                 raise
+
+
+def call_lowering(op, template, inputs, scalars, avals):
+    """Runs lowering `op` of a recorded node on jax values (tracers while a program is
+    compiled): its outputs as a tuple, each cast to PyTorch's dtype and checked against
+    PyTorch's shape (`avals`)."""
+    args, kwargs = fill_template(template, inputs, scalars)
+    kwargs = dict(kwargs)
+    if op.rng:
+        kwargs["key"] = jax.random.PRNGKey(scalars[-1])
+    out = op.fn(*args, **kwargs)
+    if not isinstance(out, (tuple, list)):
+        out = (out,)
+    out = [o for o in out if o is not None]  # outputs the op leaves out (a backward's mask)
+    result = []
+    for o, (shape, dtype) in zip(out, avals):
+        jdtype = runtime.to_jax_dtype(dtype)
+        if o.dtype != jdtype or is_weak(o):
+            o = o.astype(jdtype)
+        if tuple(o.shape) != shape:
+            raise RuntimeError(f"internal error: lowering of {op.name} gave shape {tuple(o.shape)}, "
+                               f"PyTorch expects {shape}")
+        result.append(o)
+    return tuple(result)

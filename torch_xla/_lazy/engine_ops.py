@@ -1,11 +1,14 @@
-"""Ops with a meaning to the engine beyond a lowering: transfers, scalars and aliases."""
+"""Ops with a meaning to the engine beyond a lowering: transfers between devices and the
+host, reads of values, aliases, and ops whose arguments need the engine before they can be
+traced (indices on the CPU, batch norm's running statistics, linalg error checks). Each is
+registered with the dispatch entry by `@engine_op`.
+"""
 import torch
 
-from . import runtime
-from .dispatch import dispatch, trace
-from .ir import Value
+from .dispatch import dispatch, engine_op, trace
+from .execution import from_cpu, to_cpu
 from .lowering import REGISTRY
-from .tensor import XLATensor, dispatch_depth, from_cpu, materialize, to_cpu, to_functional, wrap
+from .tensor import XLATensor, dispatch_depth, to_functional, wrap
 
 aten = torch.ops.aten
 
@@ -14,6 +17,7 @@ def _device_index(device):
     return device.index or 0
 
 
+@engine_op(aten._to_copy.default)
 def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
              memory_format=None):
     if device is not None and device.type == "cpu":
@@ -34,6 +38,7 @@ def _move(x, index):
     return wrap(from_cpu(to_cpu(x._value), index))
 
 
+@engine_op(aten.copy.default)
 def _copy(self, src, non_blocking=False):
     """The functional copy: `self`'s shape and dtype, `src`'s values (broadcast)."""
     if not isinstance(src, XLATensor):
@@ -47,6 +52,7 @@ def _copy(self, src, non_blocking=False):
     return wrap(src._value)
 
 
+@engine_op(aten._copy_from.default)
 def _copy_from(self, dst, non_blocking=False):
     """`dst.copy_(self)` across devices: an XLA tensor to another device, or host data into
     an XLA tensor (what `torch.tensor(data, device='xla')` does below functionalization)."""
@@ -57,20 +63,25 @@ def _copy_from(self, dst, non_blocking=False):
     return dst
 
 
+@engine_op(aten._local_scalar_dense.default)
 def _local_scalar_dense(x):
     return to_cpu(x._value).item()
 
 
+@engine_op(aten.detach.default, aten.alias.default, aten.detach_copy.default,
+           aten.alias_copy.default, aten.lift_fresh_copy.default, aten.clone.default)
 def _alias(x, *args, **kwargs):
     return wrap(x._value)
 
 
+@engine_op(aten.equal.default)
 def _equal(a, b):
     if tuple(a.shape) != tuple(b.shape):
         return False
     return bool(_local_scalar_dense(dispatch(aten.all.default, (dispatch(aten.eq.Tensor, (a, b), {}),), {})))
 
 
+@engine_op(aten._linalg_check_errors.default)
 def _linalg_check_errors(info, api_name, is_matrix):
     """PyTorch's error for a failed factorization (`info` != 0): one bool read from the
     device (a sync, as on CUDA), then PyTorch's own check on the CPU for its message."""
@@ -78,6 +89,7 @@ def _linalg_check_errors(info, api_name, is_matrix):
         torch.ops.aten._linalg_check_errors(to_cpu(info._value), api_name, is_matrix=is_matrix)
 
 
+@engine_op(aten.lift_fresh.default)
 def _lift_fresh(x):
     """`torch.tensor(data, device='xla')` makes its tensor below functionalization; lifted
     from user code, it becomes a functional tensor like every tensor users hold (inside the
@@ -103,84 +115,61 @@ def _indices(x, indices, masks):
     return out
 
 
-def _index(func):
-    def index(x, indices):
-        return trace(func, REGISTRY[func], (x, _indices(x, indices, False)), {})
-    return index
+@engine_op(aten.index.Tensor, aten._unsafe_index.Tensor, with_op=True)
+def _index(func, x, indices):
+    return trace(func, REGISTRY[func], (x, _indices(x, indices, False)), {})
 
 
-def _index_put(func):
-    def index_put(x, indices, values, accumulate=False):
-        # A lone boolean mask is lowered statically (its result has x's shape).
-        lone_mask = sum(i is not None for i in indices) == 1 and any(
-            i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
-        return trace(func, REGISTRY[func], (x, _indices(x, indices, lone_mask), values, accumulate), {})
-    return index_put
+@engine_op(aten.index_put.default, aten._unsafe_index_put.default, with_op=True)
+def _index_put(func, x, indices, values, accumulate=False):
+    # A lone boolean mask is lowered statically (its result has x's shape).
+    lone_mask = sum(i is not None for i in indices) == 1 and any(
+        i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
+    return trace(func, REGISTRY[func], (x, _indices(x, indices, lone_mask), values, accumulate), {})
 
 
+@engine_op(aten._propagate_xla_data.default)
 def _propagate_xla_data(*args):
     return None
 
 
+@engine_op(aten.resize_.default)
 def _resize(x, size, memory_format=None):
     if tuple(size) == tuple(x.shape):
         return x
     raise NotImplementedError(f"resize_ of an XLA tensor from {list(x.shape)} to {list(size)}")
 
 
+def _traced(func, args):
+    return trace(func, REGISTRY[func], args, {})
+
+
+@engine_op(aten.native_batch_norm.default)
 def _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """native_batch_norm updates the running statistics in place in training, though its
     schema does not say so (functionalization lets it through): the functional form runs,
     then the new statistics are written back."""
     args = (x, weight, bias, running_mean, running_var, training, momentum, eps)
     if not training:
-        return _eval_native_batch_norm(*args)
+        return _eval_batch_norm(aten.native_batch_norm.default, *args)
     if running_mean is None or running_var is None:
-        return trace(aten.native_batch_norm.default, REGISTRY[aten.native_batch_norm.default], args, {})
+        return _traced(aten.native_batch_norm.default, args)
     out, mean, invstd, new_mean, new_var = dispatch(
         aten._native_batch_norm_legit_functional.default, args, {})
     running_mean._value, running_var._value = new_mean._value, new_var._value
     return out, mean, invstd
 
 
-def _eval_batch_norm(func, training_arg):
+@engine_op(aten._native_batch_norm_legit_no_training.default, with_op=True)
+def _eval_batch_norm(func, *args):
     """Batch norm in evaluation: PyTorch's CPU kernels return empty saved statistics (its meta
     kernels say (C,)), and so do these."""
-    def batch_norm(*args):
-        out = trace(func, REGISTRY[func], args, {}) if func in REGISTRY else dispatch(func, args, {})
-        if training_arg is not None and args[training_arg]:
-            return out
-        empty = dispatch(aten.new_zeros.default, (out[0], [0]), {})
-        return (out[0], empty, dispatch(aten.new_zeros.default, (out[0], [0]), {})) + tuple(out[3:])
-    return batch_norm
+    out = _traced(func, args)
+    empty = dispatch(aten.new_zeros.default, (out[0], [0]), {})
+    return (out[0], empty, dispatch(aten.new_zeros.default, (out[0], [0]), {})) + tuple(out[3:])
 
 
-_eval_native_batch_norm = _eval_batch_norm(aten.native_batch_norm.default, None)
-
-
-SPECIAL = {
-    aten._to_copy.default: _to_copy,
-    aten.copy.default: _copy,
-    aten._copy_from.default: _copy_from,
-    aten._local_scalar_dense.default: _local_scalar_dense,
-    aten.detach.default: _alias,
-    aten.alias.default: _alias,
-    aten.detach_copy.default: _alias,
-    aten.alias_copy.default: _alias,
-    aten.lift_fresh.default: _lift_fresh,
-    aten.lift_fresh_copy.default: _alias,
-    aten.clone.default: _alias,
-    aten.equal.default: _equal,
-    aten._linalg_check_errors.default: _linalg_check_errors,
-    aten._propagate_xla_data.default: _propagate_xla_data,
-    aten.resize_.default: _resize,
-    aten.index.Tensor: _index(aten.index.Tensor),
-    aten._unsafe_index.Tensor: _index(aten._unsafe_index.Tensor),
-    aten.index_put.default: _index_put(aten.index_put.default),
-    aten._unsafe_index_put.default: _index_put(aten._unsafe_index_put.default),
-    aten.native_batch_norm.default: _native_batch_norm,
-    aten._native_batch_norm_legit_no_training.default: _eval_batch_norm(
-        aten._native_batch_norm_legit_no_training.default, None),
-    aten._native_batch_norm_legit_functional.default: _eval_batch_norm(
-        aten._native_batch_norm_legit_functional.default, 5),
-}
+@engine_op(aten._native_batch_norm_legit_functional.default, with_op=True)
+def _functional_batch_norm(func, *args):
+    training = args[5]
+    return _traced(func, args) if training else _eval_batch_norm(func, *args)

@@ -9,7 +9,7 @@ import jax
 import torch
 
 from . import compiler
-from .ir import fill_template
+from .ir import fill_template, format_avals
 from .tensor import XLATensor, live_values, unwrap
 
 
@@ -51,8 +51,7 @@ def ir_text(tensors) -> str:
         args, kwargs = fill_template(template, [_Name(_ref_name(r, w)) for r in refs],
                                      [_Name(f"${k}") for k in range(s0, s1)])
         parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs]
-        outs = ", ".join(f"{list(s)}:{str(d).replace('torch.', '')}" for s, d in avals)
-        lines.append(f"  %{i} = {node.op.name}({', '.join(parts)}) -> ({outs})")
+        lines.append(f"  %{i} = {node.op.name}({', '.join(parts)}) -> ({format_avals(avals)})")
     lines.append("  ROOT (" + ", ".join(_ref_name(r, w) for r in w.program.roots) + ")")
     return "\n".join(lines) + "\n}\n"
 
@@ -98,8 +97,7 @@ def dot(tensors) -> str:
         for name in _leaf_names(w):
             lines.append(f'  {name} [label="{name}", shape=box];')
         for i, (node, (_, _, refs, _, _, avals)) in enumerate(zip(w.order, w.program.plan)):
-            outs = ", ".join(f"{list(s)}:{str(d).replace('torch.', '')}" for s, d in avals)
-            lines.append(f'  n{i} [label="{node.op.name}\\n{outs}"];')
+            lines.append(f'  n{i} [label="{node.op.name}\\n{format_avals(avals)}"];')
             for k, (pos, index) in enumerate(refs):
                 src = f"p{index}" if pos < 0 else f"n{pos}"
                 lines.append(f'  {src} -> n{i} [label="{k}"];')

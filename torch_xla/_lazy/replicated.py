@@ -1,0 +1,178 @@
+"""The runtime of programs that span the replicas: one SPMD program over their devices.
+
+A graph holding a collective cannot run on its device alone. Its program function is run
+under `jax.shard_map` over a 1-D mesh of every replica's device (axis
+`runtime.REPLICA_AXIS`, position = global ordinal): each replica's buffers and scalars
+become blocks of global arrays, and each replica takes back its own blocks of the outputs.
+Programs are compiled once per (graph, mesh) and cached.
+
+Under xmp.spawn (one process per device) every process calls the program with its block.
+With several replicas in one process (DataParallel's threads) the threads meet: each posts
+its n-th such call, and the last to arrive runs it for all of them and hands out the
+outputs.
+"""
+import threading
+
+import jax
+import numpy as np
+from jax._src.lax.lax import _convert_element_type
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from . import metrics, runtime
+
+AXIS = runtime.REPLICA_AXIS
+
+
+class Call:
+    """One replica's part of a replicated program: the graph's structural `key`, the program
+    function `fn(donated, kept, scalars)`, its arguments, and the outputs' shapes."""
+    __slots__ = ("key", "fn", "args", "out_shapes")
+
+    def __init__(self, key, fn, args, out_shapes):
+        self.key, self.fn, self.args, self.out_shapes = key, fn, args, out_shapes
+
+
+_programs = {}
+_meshes = {}
+
+
+def _mesh():
+    devices = tuple(runtime.replica_mesh_devices())
+    mesh = _meshes.get(devices)
+    if mesh is None:
+        mesh = _meshes[devices] = Mesh(np.array(devices, dtype=object), (AXIS,))
+    return mesh
+
+
+def _weak(block, proto):
+    """A replica's scalar from its block, weakly typed again like a Python scalar under jit."""
+    x = block.reshape(())
+    return x if type(proto) is bool else _convert_element_type(x, x.dtype, weak_type=True)
+
+
+def _compile(call, mesh, global_args):
+    donated, kept, protos = call.args
+    leaf_shapes = [tuple(a.shape) for a in donated + kept]
+    n_donated = len(donated)
+
+    def body(leaves, scalars):
+        leaves = [b.reshape(()) if not s else b for b, s in zip(leaves, leaf_shapes)]
+        scalars = [_weak(b, p) for b, p in zip(scalars, protos)]
+        outs = call.fn(tuple(leaves[:n_donated]), tuple(leaves[n_donated:]), tuple(scalars))
+        return [o.reshape((1,)) if o.ndim == 0 else o for o in outs]
+
+    spec = PartitionSpec(AXIS)
+    fn = jax.shard_map(body, mesh=mesh, in_specs=(spec, spec), out_specs=spec, check_vma=False)
+    metrics.count("UncachedCompile")
+    return jax.jit(fn).lower(*global_args).compile()
+
+
+def _global_args(per_replica, mesh):
+    """Global arrays (leaves, scalars) from each local replica's (donated, kept, scalars)."""
+    sharding = NamedSharding(mesh, PartitionSpec(AXIS))
+    world = mesh.devices.size
+    devices = [runtime.jax_device(i) for i in runtime.replicas()]
+    leaves = []
+    for blocks in zip(*[a[0] + a[1] for a in per_replica]):
+        blocks = [b.reshape((1,)) if b.ndim == 0 else b for b in blocks]
+        shape = (world * blocks[0].shape[0],) + tuple(blocks[0].shape[1:])
+        leaves.append(jax.make_array_from_single_device_arrays(shape, sharding, blocks))
+    scalars = []
+    for values in zip(*[a[2] for a in per_replica]):
+        blocks = [jax.device_put(np.array([v]), d) for v, d in zip(values, devices)]
+        scalars.append(jax.make_array_from_single_device_arrays((world,), sharding, blocks))
+    return leaves, scalars
+
+
+def _run(call, per_replica):
+    """Runs the SPMD program of `call`; returns each local replica's outputs."""
+    mesh = _mesh()
+    global_args = _global_args(per_replica, mesh)
+    key = (call.key, tuple(d.id for d in mesh.devices.flat))
+    compiled = _programs.get(key)
+    if compiled is None:
+        compiled = _programs[key] = _compile(call, mesh, global_args)
+    else:
+        metrics.count("CachedCompile")
+    outs = compiled(*global_args)
+    local = [runtime.jax_device(i) for i in runtime.replicas()]
+    result = [[] for _ in local]
+    for out, shape in zip(outs, call.out_shapes):
+        blocks = {s.device: s.data for s in out.addressable_shards}
+        for r, d in enumerate(local):
+            b = blocks[d]
+            result[r].append(b.reshape(()) if not shape else b)
+    return result
+
+
+def run(device, call):
+    """Outputs of replica `device`'s part of the replicated program `call`."""
+    local = runtime.replicas()
+    if device not in local:
+        raise RuntimeError(f"xla:{device} runs a collective but is not one of the replicas "
+                           f"(xla:{list(local)})")
+    if len(local) == 1:
+        return _run(call, [call.args])[0]
+    return _meeting.join(device, call)
+
+
+class _Meeting:
+    """Where the threads driving this process's replicas meet to run a program together."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.reset()
+
+    def reset(self):
+        with self.cond:
+            self.posts, self.results, self.rounds, self.error = {}, {}, {}, None
+
+    def abort(self, error):
+        """Wakes every waiting replica with `error` (a replica's thread failed)."""
+        with self.cond:
+            self.error = error
+            self.cond.notify_all()
+
+    def join(self, device, call):
+        local = runtime.replicas()
+        with self.cond:
+            if self.error is not None:
+                raise RuntimeError("another replica failed") from self.error
+            r = self.rounds.get(device, 0)
+            self.rounds[device] = r + 1
+            posts = self.posts.setdefault(r, {})
+            posts[device] = call
+            if len(posts) < len(local):
+                while r not in self.results and self.error is None:
+                    self.cond.wait()
+                if r not in self.results:
+                    raise RuntimeError("another replica failed") from self.error
+                return self._take(r, device)
+            del self.posts[r]
+        try:
+            keys = {p.key for p in posts.values()}
+            if len(keys) != 1:
+                raise RuntimeError("the replicas ran different graphs at one collective step; every "
+                                   "replica must run the same operations")
+            outs = _run(call, [posts[i].args for i in local])
+            result = {i: outs[k] for k, i in enumerate(local)}
+        except BaseException as e:  # every replica of the round raises it
+            result = {i: e for i in local}
+        with self.cond:
+            self.results[r] = result
+            self.cond.notify_all()
+            return self._take(r, device)
+
+    def _take(self, r, device):
+        result = self.results[r]
+        out = result.pop(device)
+        if not result:
+            del self.results[r]
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+
+_meeting = _Meeting()
+reset = _meeting.reset
+abort = _meeting.abort
