@@ -1,5 +1,8 @@
 """The XLA tensor as users see it: device, factories, printing, transfers, scalars, layout."""
 import io
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -133,3 +136,28 @@ def test_storage_data_pointer_is_zero_as_in_torch_xla(dev):
     assert t.data_ptr() == 0
     cpu = torch.ones(3)
     assert cpu.untyped_storage().data_ptr() == cpu.data_ptr() != 0
+
+
+def test_a_device_count_that_cannot_take_effect_is_an_error_naming_the_variable():
+    """jax started by the user before torch_xla, with another count: no silent collapse."""
+    env = dict(os.environ, CPU_NUM_DEVICES="3")
+    script = ("import jax; jax.devices()\n"
+              "import torch, torch_xla.core.xla_model as xm\n"
+              "torch.randn(2, 2, device=xm.xla_device())\n")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert "CPU_NUM_DEVICES=3 cannot take effect" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_the_readme_example_then_four_devices():
+    """The first call creating a tensor on the device starts the runtime with every
+    configured device."""
+    env = dict(os.environ, CPU_NUM_DEVICES="4")
+    script = ("import torch, torch_xla.core.xla_model as xm\n"
+              "t = torch.randn(2, 2, device=xm.xla_device())\n"
+              "print(len(xm.get_xla_supported_devices()), (t + 1).cpu().shape)\n")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[0] == "4"

@@ -30,16 +30,28 @@ def device_type() -> str:
 def jax_devices():
     """The jax devices this process drives, in XLA device index order."""
     platform = _PLATFORMS[device_type()]
-    if platform == "cpu":
-        n = int(os.environ.get("CPU_NUM_DEVICES", "1"))
-        try:
-            jax.config.update("jax_num_cpu_devices", n)
-        except RuntimeError:  # backends already started (e.g. by the user): keep what is there
-            pass
+    wanted = _configure_cpu_devices() if platform == "cpu" else None
     _join_processes(platform)
     devices = tuple(jax.local_devices(backend=platform))
+    if wanted is not None and len(devices) != wanted:
+        raise RuntimeError(
+            f"CPU_NUM_DEVICES={wanted} cannot take effect: jax's CPU backend was already started "
+            f"with {len(devices)} device(s) before torch_xla configured it. Set CPU_NUM_DEVICES "
+            "before anything starts jax, or leave it unset to use the devices jax has.")
     _announce_device_count(len(devices))
     return devices
+
+
+def _configure_cpu_devices():
+    """Gives jax's CPU backend CPU_NUM_DEVICES devices, if it has not started yet; returns the
+    count asked for, or None where the variable is unset (the default: 1, unless jax was
+    started with more by the user)."""
+    n = os.environ.get("CPU_NUM_DEVICES")
+    try:
+        jax.config.update("jax_num_cpu_devices", int(n or 1))
+    except RuntimeError:  # backends already started: checked against what they have
+        pass
+    return None if n is None else int(n)
 
 
 def _announce_device_count(n) -> None:
@@ -52,6 +64,8 @@ def _announce_device_count(n) -> None:
 
 _announce_device_count(int(os.environ.get("CPU_NUM_DEVICES", "1"))
                        if os.environ.get("PJRT_DEVICE", "CPU").upper() == "CPU" else 8)
+if os.environ.get("PJRT_DEVICE", "CPU").upper() == "CPU":
+    _configure_cpu_devices()  # now, before any other use of jax can start its backend
 
 
 # ---- processes and replicas ----------------------------------------------------------------

@@ -12,10 +12,11 @@ from torch_xla._lazy import tensor as _tensor
 
 def xla_device(n: int = None, devkind: str = None) -> torch.device:
     """The XLA device `n` of this process (default: this DataParallel thread's, or 0)."""
+    count = len(runtime.jax_devices())  # starts the runtime as configured, or says why not
     if n is None:
         n = runtime.thread_device()
-    if n is not None and not 0 <= n < len(runtime.jax_devices()):
-        raise RuntimeError(f"Invalid XLA device index {n}: there are {len(runtime.jax_devices())} device(s)")
+    if n is not None and not 0 <= n < count:
+        raise RuntimeError(f"Invalid XLA device index {n}: there are {count} device(s)")
     return torch_xla.device(n)
 
 
