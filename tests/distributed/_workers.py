@@ -132,12 +132,16 @@ def shard(batch, world, r):
     return tuple(t.chunk(world)[r] for t in batch)
 
 
-def train_loop(model, loader, device, step=None):
-    """The seed's loop: SGD, xm.optimizer_step."""
+def train_loop(model, loader, device, step=None, read_loss=False):
+    """The seed's loop: SGD, xm.optimizer_step; `read_loss`: the loss read on the host each
+    step, as a loop that logs it does (a sync in the middle of the step)."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for data, target in loader:
         opt.zero_grad()
-        torch.nn.functional.mse_loss(model(data), target).backward()
+        loss = torch.nn.functional.mse_loss(model(data), target)
+        loss.backward()
+        if read_loss:
+            assert loss.item() >= 0
         (step or xm.optimizer_step)(opt)
     xm.mark_step()
     return [p.detach().cpu() for p in model.parameters()]
