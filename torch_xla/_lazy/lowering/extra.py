@@ -19,15 +19,9 @@ from jax import lax
 
 from .. import runtime
 from . import aten, lower
-from ._types import float_of
+from ._types import float_opmath
 from .linalg import cholesky_ex
 from .pooling import _scatter_indices, _select_max
-
-
-def _acc(dtype):
-    """float16/bfloat16 accumulate in float32, as PyTorch's CPU kernels."""
-    dtype = float_of(dtype)
-    return np.dtype("float32") if dtype.itemsize < 4 else dtype
 
 
 # ---- factories ----------------------------------------------------------------------------
@@ -259,7 +253,7 @@ def segment_reduce(data, reduce, lengths=None, indices=None, offsets=None, axis=
     (prod); a mean counts `initial` in its sum but not in its length."""
     axis = axis % data.ndim
     ids, counts, s = _segments(data.shape, axis, lengths, offsets)
-    x = _flat(data, axis).astype(_acc(data.dtype))
+    x = _flat(data, axis).astype(float_opmath(data.dtype))
     out = _SEGMENT[reduce](x, ids, num_segments=counts.shape[0])
     counts = counts[:, None]
     if initial is not None:
@@ -281,7 +275,7 @@ def segment_reduce_backward(grad, output, data, reduce, lengths=None, offsets=No
     `initial`)."""
     axis = axis % data.ndim
     ids, counts, s = _segments(data.shape, axis, lengths, offsets)
-    acc = _acc(data.dtype)
+    acc = float_opmath(data.dtype)
     x = _flat(data, axis).astype(acc)
 
     def per_element(seg_values):  # a (B * S, P) array at each element's segment (0 if none)
@@ -342,7 +336,7 @@ def _aa_matrices(in_hw, out_hw, align_corners, scales_h, scales_w, dtype):
 
 @lower(aten._upsample_bilinear2d_aa.default)
 def upsample_bilinear2d_aa(x, output_size, align_corners, scales_h=None, scales_w=None):
-    acc = _acc(x.dtype)
+    acc = float_opmath(x.dtype)
     wh, ww = _aa_matrices(x.shape[-2:], output_size, align_corners, scales_h, scales_w, acc)
     return jnp.einsum("oh,nchw,pw->ncop", wh, x.astype(acc), ww, precision=lax.Precision.HIGHEST)
 
@@ -350,7 +344,7 @@ def upsample_bilinear2d_aa(x, output_size, align_corners, scales_h=None, scales_
 @lower(aten._upsample_bilinear2d_aa_backward.default)
 def upsample_bilinear2d_aa_backward(grad, output_size, input_size, align_corners, scales_h=None,
                                     scales_w=None):
-    acc = _acc(grad.dtype)
+    acc = float_opmath(grad.dtype)
     wh, ww = _aa_matrices(input_size[-2:], output_size, align_corners, scales_h, scales_w, acc)
     return jnp.einsum("oh,ncop,pw->nchw", wh, grad.astype(acc), ww, precision=lax.Precision.HIGHEST)
 

@@ -16,7 +16,7 @@ import torch
 from jax import lax
 
 from . import aten, lower
-from ._types import cast
+from ._types import cast, opmath
 
 _PRECISION = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH}
 
@@ -25,18 +25,14 @@ def _precision():
     return _PRECISION.get(torch.get_float32_matmul_precision(), lax.Precision.DEFAULT)
 
 
-def _acc_dtype(dtype):
-    return jnp.dtype(jnp.float32) if dtype in (jnp.float16, jnp.bfloat16) else jnp.dtype(dtype)
-
-
 def _einsum(spec, x, y):
     """A product in the accumulation dtype (the engine casts back to the input dtype)."""
-    return jnp.einsum(spec, x, y, precision=_precision(), preferred_element_type=_acc_dtype(x.dtype))
+    return jnp.einsum(spec, x, y, precision=_precision(), preferred_element_type=opmath(x.dtype))
 
 
 @lower(aten.mm.default, aten.bmm.default, aten.matmul.default)
 def matmul(x, y):
-    return jnp.matmul(x, y, precision=_precision(), preferred_element_type=_acc_dtype(x.dtype))
+    return jnp.matmul(x, y, precision=_precision(), preferred_element_type=opmath(x.dtype))
 
 
 @lower(aten.mv.default)

@@ -12,15 +12,8 @@ import numpy as np
 
 from .. import runtime
 from . import aten, lower
-from ._types import float_of
+from ._types import float_opmath
 
-_F32 = np.dtype("float32")
-
-
-def _acc(dtype):
-    """The computation dtype of a float op on `dtype` (float32 for half types)."""
-    dtype = float_of(dtype)
-    return _F32 if dtype.itemsize < 4 else dtype
 
 
 def _axis(x, dim):
@@ -48,7 +41,7 @@ def _grad_scale(grad, x, reduction):
 @lower(aten._softmax.default)
 def softmax(x, dim, half_to_float):
     ax = _axis(x, dim)
-    x = x.astype(_acc(x.dtype))
+    x = x.astype(float_opmath(x.dtype))
     e = jnp.exp(x - jnp.max(x, axis=ax, keepdims=True))
     return e / jnp.sum(e, axis=ax, keepdims=True)
 
@@ -56,7 +49,7 @@ def softmax(x, dim, half_to_float):
 @lower(aten._log_softmax.default)
 def log_softmax(x, dim, half_to_float):
     ax = _axis(x, dim)
-    x = x.astype(_acc(x.dtype))
+    x = x.astype(float_opmath(x.dtype))
     shifted = x - jnp.max(x, axis=ax, keepdims=True)
     return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=ax, keepdims=True))
 
@@ -74,7 +67,7 @@ def safe_softmax(x, dim, dtype=None):
 @lower(aten._softmax_backward_data.default)
 def softmax_backward(grad, out, dim, input_dtype):
     ax = _axis(out, dim)
-    dt = _acc(grad.dtype)
+    dt = float_opmath(grad.dtype)
     grad, out = grad.astype(dt), out.astype(dt)
     return out * (grad - jnp.sum(grad * out, axis=ax, keepdims=True))
 
@@ -82,7 +75,7 @@ def softmax_backward(grad, out, dim, input_dtype):
 @lower(aten._log_softmax_backward_data.default)
 def log_softmax_backward(grad, out, dim, input_dtype):
     ax = _axis(out, dim)
-    dt = _acc(grad.dtype)
+    dt = float_opmath(grad.dtype)
     grad, out = grad.astype(dt), out.astype(dt)
     return grad - jnp.exp(out) * jnp.sum(grad, axis=ax, keepdims=True)
 
@@ -99,7 +92,7 @@ def _normalize_backward(grad, xhat, rstd, axes, n):
 @lower(aten.native_layer_norm.default)
 def native_layer_norm(x, normalized_shape, weight, bias, eps):
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    xa = x.astype(_acc(x.dtype))
+    xa = x.astype(float_opmath(x.dtype))
     mean = jnp.mean(xa, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(xa - mean), axis=axes, keepdims=True)
     rstd = jax.lax.rsqrt(var + eps)
@@ -115,7 +108,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
 def native_layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, bias, output_mask):
     k = x.ndim - len(normalized_shape)
     axes, outer = tuple(range(k, x.ndim)), tuple(range(k))
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     grad, xa = grad.astype(dt), x.astype(dt)
     xhat = (xa - mean.astype(dt)) * rstd.astype(dt)
     gx = grad if weight is None else grad * weight.astype(dt)
@@ -134,7 +127,7 @@ def _channel(v, ndim):
 def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """(output, save_mean, save_invstd, new running_mean, new running_var); the running
     statistics are updated like PyTorch: momentum, and the unbiased variance."""
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     xa = x.astype(dt)
     axes = (0,) + tuple(range(2, x.ndim))
     if training:
@@ -181,7 +174,7 @@ def batch_norm_no_stats(x, weight, bias, training, momentum, eps):
 @lower(aten.native_batch_norm_backward.default)
 def native_batch_norm_backward(grad, x, weight, running_mean, running_var, save_mean, save_invstd,
                                train, eps, output_mask):
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     grad, xa = grad.astype(dt), x.astype(dt)
     if train:
         mean, invstd = save_mean.astype(dt), save_invstd.astype(dt)
@@ -204,7 +197,7 @@ def native_batch_norm_backward(grad, x, weight, running_mean, running_var, save_
 
 @lower(aten.native_group_norm.default)
 def native_group_norm(x, weight, bias, n, c, hw, group, eps):
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     xg = x.astype(dt).reshape(n, group, -1)
     mean = jnp.mean(xg, axis=2, keepdims=True)
     var = jnp.mean(jnp.square(xg - mean), axis=2, keepdims=True)
@@ -219,7 +212,7 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
 
 @lower(aten.native_group_norm_backward.default)
 def native_group_norm_backward(grad, x, mean, rstd, weight, n, c, hw, group, output_mask):
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     shape = (n, group, c // group, hw)
     g, xa = grad.astype(dt).reshape(shape), x.astype(dt).reshape(shape)
     mean, rstd = mean.astype(dt)[..., None, None], rstd.astype(dt)[..., None, None]
@@ -340,7 +333,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
 @lower(aten.embedding_dense_backward.default)
 def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
     idx = indices.reshape(-1)
-    g = grad.reshape(idx.shape[0], -1).astype(_acc(grad.dtype))
+    g = grad.reshape(idx.shape[0], -1).astype(float_opmath(grad.dtype))
     if padding_idx >= 0:
         g = jnp.where((idx == padding_idx)[:, None], jnp.zeros((), g.dtype), g)
     if scale_grad_by_freq:
@@ -397,7 +390,7 @@ def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, max_ind
 @lower(aten._embedding_bag_dense_backward.default)
 def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indices, num_weights,
                                  scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
-    dt = _acc(grad.dtype)
+    dt = float_opmath(grad.dtype)
     grad = grad.astype(dt)
     if mode == 2:
         live = (bag_size[:grad.shape[0]] > 0)[:, None]
@@ -420,7 +413,7 @@ def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indice
 @lower(aten._embedding_bag_per_sample_weights_backward.default)
 def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
                                               padding_idx=-1):
-    dt = _acc(grad.dtype)
+    dt = float_opmath(grad.dtype)
     rows = jnp.take(weight, indices, axis=0, mode="clip").astype(dt)
     g = jnp.take(grad, offset2bag, axis=0, mode="clip").astype(dt)
     return jnp.where(indices != padding_idx, jnp.sum(g * rows, axis=1), jnp.zeros((), dt))

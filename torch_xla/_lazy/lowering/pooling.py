@@ -13,12 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import aten, lower
-from ._types import float_of
-
-
-def _acc(dtype):
-    dtype = float_of(dtype)
-    return np.dtype("float32") if dtype.itemsize < 4 else dtype
+from ._types import float_opmath
 
 
 def _tuple(v, nd, default=None):
@@ -49,7 +44,7 @@ def _transpose(fn, shape, dtype):
 def _scatter_indices(grad, input_shape, indices, nd):
     """Adds each gradient at its flat index in its input plane (max pooling backward)."""
     plane = math.prod(input_shape[-nd:])
-    g = grad.reshape(-1, math.prod(grad.shape[-nd:])).astype(_acc(grad.dtype))
+    g = grad.reshape(-1, math.prod(grad.shape[-nd:])).astype(float_opmath(grad.dtype))
     idx = indices.reshape(g.shape)
     rows = jnp.arange(g.shape[0], dtype=idx.dtype)[:, None]
     return jnp.zeros((g.shape[0], plane), g.dtype).at[rows, idx].add(g).reshape(input_shape)
@@ -149,7 +144,7 @@ def _avg_pool(x, nd, kernel, stride, padding, ceil_mode, count_include_pad, divi
     out = [_out_size(n, kk, ss, pp, 1, ceil_mode) for n, kk, ss, pp in zip(sizes, k, s, p)]
     lead = x.ndim - nd
     hi = [(o - 1) * ss + kk - pp - n for o, ss, kk, pp, n in zip(out, s, k, p, sizes)]
-    x = x.astype(_acc(x.dtype))
+    x = x.astype(float_opmath(x.dtype))
     xp = jax.lax.pad(x, jnp.zeros((), x.dtype), [(0, 0, 0)] * lead + [(pp, h, 0) for pp, h in zip(p, hi)])
     summed = jax.lax.reduce_window(xp, np.zeros((), x.dtype), jax.lax.add, (1,) * lead + k,
                                    (1,) * lead + s, "VALID")
@@ -174,14 +169,14 @@ def avg_pool3d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_i
 def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override):
     args = (2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-    return _transpose(lambda v: _avg_pool(v, *args), x.shape, _acc(x.dtype))(grad)
+    return _transpose(lambda v: _avg_pool(v, *args), x.shape, float_opmath(x.dtype))(grad)
 
 
 @lower(aten.avg_pool3d_backward.default)
 def avg_pool3d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override):
     args = (3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-    return _transpose(lambda v: _avg_pool(v, *args), x.shape, _acc(x.dtype))(grad)
+    return _transpose(lambda v: _avg_pool(v, *args), x.shape, float_opmath(x.dtype))(grad)
 
 
 # ---- adaptive pooling ---------------------------------------------------------------------
@@ -195,7 +190,7 @@ def _adaptive_avg(x, output_size):
     """Separable: each spatial dim is averaged on its own (a reshape where windows are even,
     else a matrix of window weights)."""
     nd = len(output_size)
-    x = x.astype(_acc(x.dtype))
+    x = x.astype(float_opmath(x.dtype))
     for i, o in enumerate(output_size):
         ax = x.ndim - nd + i
         n = x.shape[ax]
@@ -216,7 +211,7 @@ def adaptive_avg_pool(x, output_size):
 
 
 def _adaptive_avg_backward(grad, x, nd):
-    return _transpose(lambda v: _adaptive_avg(v, grad.shape[-nd:]), x.shape, _acc(x.dtype))(grad)
+    return _transpose(lambda v: _adaptive_avg(v, grad.shape[-nd:]), x.shape, float_opmath(x.dtype))(grad)
 
 
 @lower(aten._adaptive_avg_pool2d_backward.default)
@@ -310,7 +305,7 @@ def _taps(n, o, scale, mode, align_corners, dt):
 def _upsample(x, output_size, scales, mode, align_corners=False):
     nd = len(output_size)
     if mode not in ("nearest", "nearest-exact"):
-        x = x.astype(_acc(x.dtype))
+        x = x.astype(float_opmath(x.dtype))
     dt = np.float64 if x.dtype == np.float64 else np.float32
     for i in reversed(range(nd)):
         ax = x.ndim - nd + i
@@ -330,7 +325,7 @@ def _register_upsample(nd, mode, forward, backward, align=False):
         return _upsample(x, output_size, _scales(rest, nd), mode)
 
     def bwd(grad, output_size, input_size, *rest):
-        dtype = grad.dtype if mode in ("nearest", "nearest-exact") else _acc(grad.dtype)
+        dtype = grad.dtype if mode in ("nearest", "nearest-exact") else float_opmath(grad.dtype)
         return _transpose(lambda v: fwd(v, output_size, *rest), input_size, dtype)(grad)
     lower(forward)(fwd)
     lower(backward)(bwd)

@@ -9,7 +9,7 @@ from jax import lax
 
 from .. import runtime
 from . import aten, lower
-from ._types import float_of
+from ._types import cast, float_opmath, opmath
 
 
 def _axes(x, dim, empty_means_all=True):
@@ -25,11 +25,6 @@ def _axes(x, dim, empty_means_all=True):
     return tuple(sorted({d % x.ndim for d in dim}))
 
 
-def _acc(x):
-    """x in the dtype PyTorch accumulates it in: float32 for float16/bfloat16."""
-    return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
-
-
 def _integral(dtype) -> bool:
     return dtype == jnp.bool_ or jnp.issubdtype(dtype, jnp.integer)
 
@@ -38,7 +33,7 @@ def _sum_input(x, dtype):
     """The input of sum-like ops: cast to `dtype`, else bool/int widened to int64."""
     if dtype is not None:
         return x.astype(runtime.to_jax_dtype(dtype))
-    return x.astype(jnp.int64) if _integral(x.dtype) else _acc(x)
+    return x.astype(jnp.int64) if _integral(x.dtype) else cast(x, opmath(x.dtype))
 
 
 def _count(x, axes):
@@ -68,7 +63,7 @@ def nansum(x, dim=None, keepdim=False, dtype=None):
 def mean(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.astype(runtime.to_jax_dtype(dtype))
-    return jnp.mean(_acc(x), axis=_axes(x, dim), keepdims=keepdim)
+    return jnp.mean(cast(x, opmath(x.dtype)), axis=_axes(x, dim), keepdims=keepdim)
 
 
 @lower(aten.prod.default)
@@ -123,7 +118,7 @@ def min_dim(x, dim, keepdim=False):
 
 def _var(x, dim, correction, keepdim):
     """(variance, mean): divisor max(N - correction, 0), so too few elements give inf/nan."""
-    x = _acc(x)
+    x = cast(x, opmath(x.dtype))
     axes = _axes(x, dim)
     m = jnp.mean(x, axis=axes, keepdims=True)
     d = x - m
@@ -157,7 +152,7 @@ def std_mean(x, dim=None, correction=None, keepdim=False):
 
 @lower(aten.logsumexp.default)
 def logsumexp(x, dim, keepdim=False):
-    x = _acc(x.astype(float_of(x.dtype)))
+    x = x.astype(float_opmath(x.dtype))
     axes = _axes(x, dim)
     m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
     m = jnp.where(jnp.isinf(m), jnp.zeros((), m.dtype), m)  # all -inf (or an inf): no shift
@@ -184,7 +179,7 @@ def count_nonzero(x, dim=None):
 def vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.astype(runtime.to_jax_dtype(dtype))
-    a = jnp.abs(_acc(x))
+    a = jnp.abs(cast(x, opmath(x.dtype)))
     axes = _axes(x, dim)
     if ord == float("inf"):
         return jnp.max(a, axis=axes, keepdims=keepdim)
@@ -217,7 +212,7 @@ lower(aten.cumprod.default)(_scan(lax.cumprod))
 
 @lower(aten.logcumsumexp.default)
 def logcumsumexp(x, dim):
-    x = _acc(x.astype(float_of(x.dtype)))
+    x = x.astype(float_opmath(x.dtype))
     if x.ndim == 0:
         return x
     return lax.cumlogsumexp(x, axis=dim % x.ndim)
