@@ -59,7 +59,7 @@ def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False):
 
 _FAMILIES = ("elementwise", "reductions", "shape", "factories", "linalg", "nn", "conv",
              "pooling", "indexing", "sorting", "random", "foreach", "training_ops", "fft",
-             "special_fns", "extra")
+             "special", "extra")
 
 
 def load_all() -> None:
