@@ -57,7 +57,7 @@ def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False):
     return register
 
 
-_FAMILIES = ("elementwise", "reductions", "shape", "factories", "linalg", "nn", "conv",
+_FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn", "conv",
              "pooling", "indexing", "sorting", "random", "foreach", "training_ops", "fft",
              "special", "extra")
 
