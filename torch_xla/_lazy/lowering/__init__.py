@@ -57,9 +57,9 @@ def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False):
     return register
 
 
-_FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn", "conv",
-             "pooling", "indexing", "sorting", "random", "foreach", "training_ops", "fft",
-             "special", "extra")
+_FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn",
+             "conv", "pooling", "resampling", "indexing", "sorting", "random", "foreach",
+             "training_ops", "fft", "special")
 
 
 def load_all() -> None:

@@ -2,16 +2,20 @@
 
 These are the ops PyTorch's autograd emits for `torch.nn.functional`, forward and
 backward. Float16/bfloat16 inputs are computed in float32 (PyTorch's "opmath" type) and
-cast back. Reductions in losses: 0 = none, 1 = mean, 2 = sum.
+cast back. Reductions in losses: 0 = none, 1 = mean, 2 = sum. (_ctc_loss_backward and
+the margin losses' backwards have no meta kernel in PyTorch, so no lowering: the engine
+takes output shapes from meta kernels.)
 """
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .. import runtime
 from . import aten, lower
+from ._linear import linear_backward
 from ._types import float_opmath
 
 
@@ -323,6 +327,64 @@ def binary_cross_entropy_with_logits(x, target, weight=None, pos_weight=None, re
     return _reduce(loss, reduction)
 
 
+def _ctc_targets(targets, target_lengths, width):
+    """(N, width) padded targets from PyTorch's 2-d padded or 1-d concatenated form."""
+    if targets.ndim == 2:
+        return jnp.pad(targets[:, :width], ((0, 0), (0, max(0, width - targets.shape[1]))))
+    starts = np.concatenate([[0], np.cumsum(target_lengths)[:-1]]).astype(np.int64)
+    pos = np.minimum(starts[:, None] + np.arange(width), max(targets.shape[0] - 1, 0))
+    return targets[pos] if targets.shape[0] else jnp.zeros(pos.shape, targets.dtype)
+
+
+@lower(aten._ctc_loss.default)
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """(negative log-likelihood (N,), log_alpha (N, T, 2 * max_target + 1)): the forward
+    recursion of Graves et al. in PyTorch's arithmetic (a max-shifted log of summed
+    exps). log_alpha is -inf where PyTorch leaves it uninitialised (its backward reads
+    only the rest); `zero_infinity` is applied by the caller."""
+    t_max, n = log_probs.shape[:2]
+    width = max(target_lengths, default=0)
+    states = 2 * width + 1
+    labels = _ctc_targets(targets, target_lengths, width).astype(jnp.int64)
+    primes = jnp.full((n, states), blank, jnp.int64).at[:, 1::2].set(labels)  # (N, S')
+    lengths = np.asarray(target_lengths, np.int64)
+    in_lengths = np.asarray(input_lengths, np.int64)
+    s_idx = np.arange(states)
+    valid = s_idx[None] <= 2 * lengths[:, None]  # (N, S')
+    skip = np.zeros((n, states), bool)
+    skip[:, 2:] = True
+    skip = jnp.asarray(skip) & (primes != jnp.roll(primes, 2, 1))
+    neginf = jnp.asarray(-jnp.inf, log_probs.dtype)
+    emit = jnp.take_along_axis(log_probs, jnp.broadcast_to(primes[None], (t_max, n, states)), 2)
+
+    first = jnp.where(jnp.asarray((s_idx[None] == 0) | ((s_idx[None] == 1) & (lengths[:, None] > 0))),
+                      emit[0], neginf)
+
+    def step(alpha, inputs):
+        t, e = inputs
+        la2 = jnp.pad(alpha[:, :-1], ((0, 0), (1, 0)), constant_values=-jnp.inf)
+        la3 = jnp.where(skip, jnp.pad(alpha[:, :-2], ((0, 0), (2, 0)), constant_values=-jnp.inf), neginf)
+        m = jnp.maximum(jnp.maximum(alpha, la2), la3)
+        m = jnp.where(m == -jnp.inf, 0, m)
+        new = jnp.log(jnp.exp(alpha - m) + jnp.exp(la2 - m) + jnp.exp(la3 - m)) + m + e
+        new = jnp.where(jnp.asarray(valid) & (t < jnp.asarray(in_lengths))[:, None], new, neginf)
+        return new, new
+
+    _, rest = lax.scan(step, first, (jnp.arange(1, t_max), emit[1:]))
+    alphas = jnp.concatenate([first[None], rest], 0)  # (T, N, S')
+    alphas = jnp.where(jnp.asarray(in_lengths > 0)[None, :, None], alphas, neginf)
+    last = alphas[np.maximum(in_lengths - 1, 0), np.arange(n)]  # (N, S')
+    l1 = last[np.arange(n), 2 * lengths]
+    l2 = last[np.arange(n), np.maximum(2 * lengths - 1, 0)]
+    m = jnp.maximum(l1, l2)
+    m = jnp.where(m == -jnp.inf, 0, m)
+    both = jnp.log(jnp.exp(l1 - m) + jnp.exp(l2 - m)) + m
+    likelihood = jnp.where(jnp.asarray(lengths == 0), l1, both)
+    empty = jnp.where(jnp.asarray(lengths == 0), 0, neginf)
+    likelihood = jnp.where(jnp.asarray(in_lengths == 0), empty, likelihood)
+    return -likelihood, jnp.swapaxes(alphas, 0, 1)
+
+
 # ---- embeddings ---------------------------------------------------------------------------
 
 @lower(aten.embedding.default)
@@ -438,9 +500,7 @@ def _pad(x, padding, mode):
 
 
 def _pad_backward(grad, x, padding, mode):
-    transpose = jax.linear_transpose(lambda v: _pad(v, padding, mode),
-                                     jax.ShapeDtypeStruct(x.shape, grad.dtype))
-    return transpose(grad)[0]
+    return linear_backward(lambda v: _pad(v, padding, mode), x.shape, grad.dtype)(grad)
 
 
 for _mode, _ops, _backward_ops in [
