@@ -25,18 +25,19 @@ from ._types import cast, opmath
 _PRECISION = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH}
 
 
-def _precision():
+def matmul_precision():
+    """The float32 product precision PyTorch is set to ("highest", its default, is exact)."""
     return _PRECISION.get(torch.get_float32_matmul_precision(), lax.Precision.DEFAULT)
 
 
 def _einsum(spec, x, y):
     """A product in the accumulation dtype (the engine casts back to the input dtype)."""
-    return jnp.einsum(spec, x, y, precision=_precision(), preferred_element_type=opmath(x.dtype))
+    return jnp.einsum(spec, x, y, precision=matmul_precision(), preferred_element_type=opmath(x.dtype))
 
 
 @lower(aten.mm.default, aten.bmm.default, aten.matmul.default)
 def matmul(x, y):
-    return jnp.matmul(x, y, precision=_precision(), preferred_element_type=opmath(x.dtype))
+    return jnp.matmul(x, y, precision=matmul_precision(), preferred_element_type=opmath(x.dtype))
 
 
 @lower(aten.mv.default)
