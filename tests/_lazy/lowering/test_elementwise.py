@@ -1,5 +1,5 @@
 """Elementwise lowerings against PyTorch's CPU kernels: values, dtypes, NaN handling and
-promotion for float, int and bool inputs, and gradients of the activations."""
+promotion for float, int and bool inputs, and gradients of the math ops."""
 import math
 
 import pytest
@@ -7,34 +7,11 @@ import torch
 import torch.nn.functional as F
 
 import torch_xla.core.xla_model as xm
-import torch_xla.debug.metrics as met
-from tests.conftest import check_lowered, compiles
+from tests._lazy.lowering._helpers import lowered, rand, rint
+from tests.conftest import compiles
 
 aten = torch.ops.aten
 nan, inf = math.nan, math.inf
-
-
-def lowered(fn, *args, **kwargs):
-    """check_lowered, also catching fallbacks of `prims::` ops (decompositions end there).
-    All outputs of fn are computed in one program (mark_step), not one per output."""
-    def synced(*a, **k):
-        out = fn(*a, **k)
-        xm.mark_step()
-        return out
-    out = check_lowered(synced, *args, **kwargs)
-    on_cpu = [n for n in met.counter_names() if "::" in n]
-    assert not on_cpu, f"ran on the CPU: {on_cpu}"
-    return out
-
-
-def rand(*shape, seed=0, low=-3.0, high=3.0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.rand(*shape, generator=g) * (high - low) + low
-
-
-def rint(*shape, seed=0, low=-9, high=10, dtype=torch.int64):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(low, high, shape, generator=g, dtype=dtype)
 
 
 def nonzero_int(*shape, seed=1):
@@ -395,97 +372,6 @@ def test_complex():
 
 def test_float64_stays_float64():
     lowered(lambda a: (a.exp(), a * 2.5, F.gelu(a), a.atan2(a + 1), a.erfinv()), rand(4, low=-0.9, high=0.9).double())
-
-
-# ---- activations -----------------------------------------------------------------------------
-
-# The points where activations switch branches, and NaN. Inputs put them first in 64
-# elements: PyTorch's CPU kernels treat NaN differently in their vectorized loop (which the
-# device follows) and in the scalar loop over the last few elements.
-EDGES = torch.tensor([-4.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 25.0, nan])
-
-
-def edges(seed=0):
-    return torch.cat([EDGES, rand(54, seed=seed)])
-
-ACTIVATIONS = {
-    "relu": F.relu, "relu6": F.relu6, "threshold": lambda x: F.threshold(x, 0.5, -2.0),
-    "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
-    "sigmoid": torch.sigmoid, "tanh": torch.tanh, "elu": F.elu, "elu_alpha": lambda x: F.elu(x, alpha=0.3),
-    "leaky_relu": F.leaky_relu, "leaky_relu_slope": lambda x: F.leaky_relu(x, 0.2),
-    "hardtanh": F.hardtanh, "hardtanh_bounds": lambda x: F.hardtanh(x, -0.5, 2.0),
-    "hardsigmoid": F.hardsigmoid, "hardswish": F.hardswish, "softplus": F.softplus,
-    "softplus_beta": lambda x: F.softplus(x, beta=2, threshold=3), "mish": F.mish,
-    "logsigmoid": F.logsigmoid, "glu": F.glu, "glu_dim0": lambda x: F.glu(x, dim=0),
-    "celu": lambda x: F.celu(x, alpha=0.5), "selu": F.selu, "softsign": F.softsign,
-    "hardshrink": F.hardshrink, "softshrink": lambda x: F.softshrink(x, 0.7),
-    "logit": lambda x: torch.logit(torch.sigmoid(x), eps=1e-3),
-}
-
-
-def _forward_and_grad(act):
-    def run(x, w):
-        y = act(x)
-        (y * w).sum().backward()
-        return y, x.grad
-    return run
-
-
-@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
-def test_activation_forward_and_grad(name):
-    x = edges().reshape(8, 8).requires_grad_()
-    y = ACTIVATIONS[name](x.detach())
-    lowered(_forward_and_grad(ACTIVATIONS[name]), x, rand(*y.shape, seed=3))
-
-
-@pytest.mark.parametrize("name", ["relu", "hardtanh", "threshold", "relu6"])
-def test_int_activation_forward(name):
-    lowered(ACTIVATIONS[name], rint(3, 4))
-
-
-def test_prelu_forward_and_grads():
-    for w in (torch.tensor([0.25]), torch.tensor([0.1, -0.2, 0.3])):
-        x = edges()[:48].reshape(4, 3, 4).requires_grad_()
-        w = w.requires_grad_()
-
-        def run(x, w, g):
-            y = F.prelu(x, w)
-            (y * g).sum().backward()
-            return y, x.grad, w.grad
-        lowered(run, x, w, rand(4, 3, 4, seed=4))
-
-
-def test_backward_ops_called_directly():
-    """Ops autograd emits outside grad mode (silu/mish) or in-place forms (is_result)."""
-    x, g = edges(), rand(64, seed=7)
-    out = torch.nn.functional.elu(x)
-    lowered(lambda g, x, out: (aten.silu_backward(g, x), aten.mish_backward(g, x),
-                               aten.sigmoid_backward(g, out.sigmoid()), aten.tanh_backward(g, out.tanh()),
-                               aten.elu_backward(g, 1.0, 1.0, 1.0, True, out),
-                               aten.elu_backward(g, 0.5, 2.0, 1.5, False, x),
-                               aten.gelu_backward(g, x), aten.gelu_backward(g, x, approximate="tanh"),
-                               aten.hardtanh_backward(g, x, -1.0, 1.0), aten.hardsigmoid_backward(g, x),
-                               aten.hardswish_backward(g, x), aten.softplus_backward(g, x, 1.0, 20.0),
-                               aten.leaky_relu_backward(g, x, 0.1, False), aten.threshold_backward(g, x, 0.5),
-                               aten.softshrink_backward(g, x, 0.5), aten.hardshrink_backward(g, x, 0.5),
-                               aten.glu_backward(g[:32].reshape(4, 8), x.reshape(4, 16), 1)), g, x, out)
-
-
-def test_log_sigmoid_forward_buffer():
-    lowered(lambda x: aten.log_sigmoid_forward(x), edges())
-
-
-def test_inplace_activations():
-    """In-place forms reach the engine functionalized (and elu_ marks its output as the
-    saved tensor: elu_backward with is_result=True)."""
-    def run(x, w):
-        y = x * 1.0
-        F.elu_(y)
-        z = y * 2
-        F.leaky_relu_(z, 0.1)
-        (z * w).sum().backward()
-        return z, x.grad
-    lowered(run, edges().requires_grad_(), rand(64, seed=2))
 
 
 def test_math_grads():

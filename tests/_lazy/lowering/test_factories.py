@@ -2,6 +2,7 @@ import pytest
 import torch
 
 import torch_xla.debug.metrics as met
+from tests._lazy.lowering._helpers import outputs_and_grads, seeded_randn
 from tests.conftest import check_lowered, fallbacks
 
 # Factories take the device from a tensor argument: an empty CPU tensor in the CPU run, its
@@ -187,3 +188,7 @@ def test_randperm_is_a_permutation(dev):
     out = torch.randperm(7, device=dev)
     assert out.dtype == torch.int64
     assert torch.equal(out.cpu().sort().values, torch.arange(7))
+
+
+def test_sgn_backward_of_real_tensors_uses_zero_tensors():
+    check_lowered(outputs_and_grads(lambda x: x.sgn()), seeded_randn(3, 4))

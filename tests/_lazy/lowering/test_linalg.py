@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from tests._lazy.lowering._helpers import outputs_and_grads, seeded_randn
 from tests.conftest import assert_same, check_lowered, to_xla
 
 
@@ -234,3 +235,60 @@ def test_solve_gradients_with_a_matrix_right_hand_side(dev, left):
         grads.append((ad.grad.cpu(), bd.grad.cpu()))
     for g_xla, g_cpu in zip(grads[1], grads[0]):
         torch.testing.assert_close(g_xla, g_cpu, rtol=1e-4, atol=1e-4)
+
+
+def test_cholesky_deprecated():
+    a = seeded_randn(2, 4, 4, grad=False)
+    spd = (a @ a.mT + 4 * torch.eye(4)).requires_grad_()
+    with pytest.warns(UserWarning, match="deprecated"):
+        check_lowered(outputs_and_grads(lambda s: [torch.cholesky(s), torch.cholesky(s, upper=True)]), spd,
+                      rtol=1e-4, atol=1e-4)
+
+
+def test_cholesky_of_empty_matrices():
+    check_lowered(lambda a, b: [torch.cholesky(a), torch.cholesky(b, upper=True)], torch.zeros(0, 0),
+                  torch.zeros(0, 3, 3))
+
+
+def test_householder_product_and_ormqr():
+    reflectors, tau = torch.geqrf(seeded_randn(2, 5, 3, grad=False))
+    reflectors.requires_grad_(), tau.requires_grad_()
+
+    def apply(h, t, c, d):
+        return [torch.linalg.householder_product(h, t), torch.linalg.householder_product(h, t[..., :2])] + [
+            torch.ormqr(h, t, c, left=True, transpose=tr) for tr in (False, True)] + [
+            torch.ormqr(h, t, d, left=False, transpose=tr) for tr in (False, True)]
+    check_lowered(outputs_and_grads(apply), reflectors, tau, seeded_randn(2, 5, 4, seed=1),
+                  seeded_randn(2, 3, 5, seed=2), rtol=1e-4, atol=1e-4)
+
+
+def test_eig():
+    """Real input, complex results; LAPACK's normalisation of the eigenvectors."""
+    def eig(a):
+        values, vectors = torch.linalg.eig(a)
+        return values, vectors, torch.linalg.eigvals(a), values.abs() + vectors.abs().sum(-2)
+    check_lowered(outputs_and_grads(lambda a: eig(a)[2:]), seeded_randn(2, 4, 4), rtol=1e-4, atol=1e-4)
+    check_lowered(lambda a: eig(a)[:2], seeded_randn(3, 3, grad=False), rtol=1e-4, atol=1e-5)
+
+
+MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+def test_cdist_every_p_and_mode():
+    def distances(a, b):
+        return [torch.cdist(a, b, p=p, compute_mode=m) for p in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, math.inf)
+                for m in MODES]
+    check_lowered(outputs_and_grads(distances), seeded_randn(2, 4, 3), seeded_randn(5, 3, seed=1),
+                  rtol=1e-4, atol=1e-4)
+
+
+def test_cdist_zero_distances_have_zero_gradient():
+    a = seeded_randn(3, 2)
+    b = torch.cat([a.detach()[:2], torch.ones(1, 2)]).requires_grad_()
+    check_lowered(outputs_and_grads(lambda a, b: [torch.cdist(a, b, p=p, compute_mode=MODES[2])
+                                            for p in (0.5, 2.0, 3.0)]), a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_cdist_large_uses_the_matrix_product():
+    check_lowered(outputs_and_grads(lambda a, b: torch.cdist(a, b)), seeded_randn(30, 3),
+                  seeded_randn(4, 3, seed=1), rtol=1e-4, atol=1e-4)

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests._lazy.lowering._helpers import seeded_randn
 from tests.conftest import assert_same, check_lowered, fallbacks, to_xla
 
 import torch_xla.core.xla_model as xm
@@ -244,3 +245,29 @@ def test_embedding_bag_per_sample_weights_and_2d_input():
                 torch.tensor([[0, 1, 4], [3, 4, 4]]), w, wrt=(1,))
     # without gradients: _embedding_bag_forward_only
     check_lowered(lambda idx, w: F.embedding_bag(idx, w, mode="max"), idx.reshape(2, 3), w.detach())
+
+
+# ---- CTC loss -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("input_lengths,target_lengths", [([6, 4], [3, 1]), ([2, 4], [3, 1]), ([6, 0], [3, 0]),
+                                                          ([5, 3], [0, 2])])
+def test_ctc_loss_forward(input_lengths, target_lengths):
+    """Likelihoods (inf when the target cannot fit, 0 for empty input and target) and the
+    part of log_alpha PyTorch initialises; padded and concatenated targets."""
+    def ctc(log_probs, padded, concatenated):
+        out = []
+        for targets in (padded, concatenated):
+            nll, alpha = torch.ops.aten._ctc_loss(log_probs, targets, input_lengths, target_lengths, 0, False)
+            out += [nll] + [alpha[b, :n, :2 * m + 1] for b, (n, m) in enumerate(zip(input_lengths, target_lengths))]
+        return out
+    padded = torch.tensor([[1, 1, 2], [3, 0, 0]])
+    concatenated = torch.cat([padded[0, :target_lengths[0]], padded[1, :target_lengths[1]]])
+    check_lowered(ctc, torch.randn(6, 2, 4).log_softmax(2), padded, concatenated, rtol=1e-5)
+
+
+def test_ctc_loss_reductions():
+    """(Its backward, aten::_ctc_loss_backward, has no meta kernel and still runs on the CPU.)"""
+    check_lowered(lambda x, t: [F.ctc_loss(x, t, [8, 7], [3, 2], reduction=r, zero_infinity=True)
+                                for r in ("mean", "sum", "none")],
+                  seeded_randn(8, 2, 5, grad=False).log_softmax(2), torch.tensor([[1, 4, 4], [2, 3, 0]]),
+                  rtol=1e-5)

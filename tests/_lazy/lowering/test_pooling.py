@@ -1,27 +1,11 @@
-"""Max/average/adaptive pooling, upsampling: values, PyTorch's max indices, and the
+"""Max/average/adaptive/fractional pooling: values, PyTorch's max indices, and the
 gradients of autograd's backward ops, against the CPU with no CPU fallback."""
 import pytest
 import torch
 import torch.nn.functional as F
 
+from tests._lazy.lowering._helpers import check_input_grad, outputs_and_grads, seeded_randn
 from tests.conftest import check_lowered
-
-
-def with_grad(fn):
-    """fn(x) (and its indices, where it returns them) and the gradient with respect to x."""
-    def run(x, g):
-        out = fn(x)
-        value = out[0] if isinstance(out, tuple) else out
-        rest = tuple(out[1:]) if isinstance(out, tuple) else ()
-        return (value,) + rest + torch.autograd.grad(value, [x], g)
-    return run
-
-
-def check_grad(fn, *shape, x=None):
-    x = torch.randn(shape) if x is None else x
-    out = fn(x)
-    out = out[0] if isinstance(out, tuple) else out
-    check_lowered(with_grad(fn), x.requires_grad_(), torch.randn(out.shape), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("fn,shape", [
@@ -33,14 +17,14 @@ def check_grad(fn, *shape, x=None):
     (lambda x: F.max_pool3d(x, 2, 2, 1, ceil_mode=True, return_indices=True), (1, 2, 5, 6, 5)),
 ])
 def test_max_pool(fn, shape):
-    check_grad(fn, *shape)
+    check_input_grad(fn, *shape)
 
 
 def test_max_pool_ties_nan_and_ints():
     """Ties pick the first position, a nan wins, -inf windows point at their first element."""
     x = torch.tensor([[[[1.0, 1.0, 0.0], [1.0, float("nan"), 2.0], [-float("inf")] * 3]]])
-    check_grad(lambda x: F.max_pool2d(x, 2, 1, return_indices=True), x=x)
-    check_grad(lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True, return_indices=True),
+    check_input_grad(lambda x: F.max_pool2d(x, 2, 1, return_indices=True), x=x)
+    check_input_grad(lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True, return_indices=True),
                x=torch.full((1, 1, 3, 3), -float("inf")))
     ints = torch.randint(-5, 5, (1, 2, 5, 5))
     check_lowered(lambda x: F.max_pool2d(x, 2, 2, 1, return_indices=True), ints)
@@ -54,7 +38,7 @@ def test_max_pool_ties_nan_and_ints():
     (lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), (1, 2, 5, 6, 7)),
 ])
 def test_avg_pool(fn, shape):
-    check_grad(fn, *shape)
+    check_input_grad(fn, *shape)
 
 
 @pytest.mark.parametrize("fn,shape", [
@@ -67,27 +51,21 @@ def test_avg_pool(fn, shape):
     (lambda x: F.adaptive_max_pool3d(x, (2, 3, 3), return_indices=True), (1, 2, 5, 6, 7)),
 ])
 def test_adaptive_pool(fn, shape):
-    check_grad(fn, *shape)
+    check_input_grad(fn, *shape)
 
 
-@pytest.mark.parametrize("mode,align", [("nearest", None), ("nearest-exact", None),
-                                        ("bilinear", True), ("bilinear", False),
-                                        ("bicubic", True), ("bicubic", False)])
-@pytest.mark.parametrize("size", [dict(size=(7, 13)), dict(scale_factor=(1.7, 0.6))])
-def test_upsample_2d(mode, align, size):
-    check_grad(lambda x: F.interpolate(x, mode=mode, align_corners=align, **size), 2, 3, 5, 6)
+def test_fractional_max_pool2d():
+    samples = torch.rand(2, 3, 2)
+
+    def pool(x, s):
+        return [*F.fractional_max_pool2d(x, (3, 2), output_size=(5, 7), return_indices=True, _random_samples=s),
+                *F.fractional_max_pool2d(x, 2, output_size=1, return_indices=True, _random_samples=s),
+                F.fractional_max_pool2d(x[0], 2, output_size=3, _random_samples=s[:1])]
+    check_lowered(outputs_and_grads(pool), seeded_randn(2, 3, 9, 8), samples)
 
 
-@pytest.mark.parametrize("fn,shape", [
-    (lambda x: F.interpolate(x, scale_factor=2.5, mode="linear"), (2, 3, 5)),
-    (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (2, 3, 5)),
-    (lambda x: F.interpolate(x, scale_factor=1.5, mode="trilinear", align_corners=True), (1, 2, 5, 4, 3)),
-    (lambda x: F.interpolate(x, size=(4, 5, 2), mode="nearest"), (1, 2, 5, 4, 3)),
-])
-def test_upsample_1d_3d(fn, shape):
-    check_grad(fn, *shape)
-
-
-def test_upsample_nearest_uint8():
-    x = torch.randint(0, 255, (1, 3, 4, 5), dtype=torch.uint8)
-    check_lowered(lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"), x)
+def test_fractional_max_pool3d_forward():
+    """(Its backward has no meta kernel in PyTorch, so it still runs on the CPU.)"""
+    check_lowered(lambda x, s: F.fractional_max_pool3d(x, (2, 3, 2), output_size=(3, 2, 3), return_indices=True,
+                                                       _random_samples=s),
+                  seeded_randn(1, 2, 6, 7, 5, grad=False), torch.rand(1, 2, 3))

@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from tests._lazy.lowering._helpers import outputs_and_grads, seeded_randn
 from tests.conftest import assert_same, check_lowered, to_xla
 
 nan, inf = math.nan, math.inf
@@ -195,3 +196,27 @@ def test_gradients(name):
         return x.grad
     assert_same(grad(to_xla(x)), grad(x), rtol=1e-5)
 
+
+LENGTHS = torch.tensor([[2, 0, 3, 0], [0, 1, 2, 2], [3, 0, 2, 0], [1, 1, 1, 2], [0, 1, 2, 2]])
+OFFSETS = torch.cat([torch.zeros(5, 1, dtype=torch.long), LENGTHS], 1).cumsum(1)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce(reduce):
+    def segments(x, y, short, lengths, offsets):
+        return [torch.segment_reduce(x, reduce, lengths=short, unsafe=True),  # covers 4 rows of 5
+                torch.segment_reduce(x, reduce, lengths=short, initial=2.0, unsafe=True),
+                torch.segment_reduce(y, reduce, lengths=lengths, axis=1),
+                torch.segment_reduce(y, reduce, offsets=offsets, axis=1, initial=-1.5)]
+    check_lowered(outputs_and_grads(segments), seeded_randn(5, 3), seeded_randn(5, 5, seed=1),
+                  torch.tensor([1, 2, 0, 1]), LENGTHS, OFFSETS, rtol=1e-5)
+
+
+def test_segment_reduce_ties_and_zeros():
+    """Tied maxima share a positive gradient but each keep a negative one (PyTorch's CPU
+    kernel); a product's gradient at a zero is the product of the others."""
+    x = torch.tensor([2., 0., 0., 3., 0., 4., 1., 1., 5., 5.], requires_grad=True)
+    lengths = torch.tensor([3, 2, 1, 2, 2])
+    check_lowered(outputs_and_grads(lambda x, n: [torch.segment_reduce(x, r, lengths=n)
+                                                  for r in ("prod", "max", "min")]
+                                    + [torch.segment_reduce(x, "prod", lengths=n, initial=3.0)]), x, lengths)

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 import torch_xla.debug.metrics as met
+from tests._lazy.lowering._helpers import seeded_randn
 from tests.conftest import check, check_lowered
 
 
@@ -179,3 +180,14 @@ def test_results_are_contiguous(dev):
     x = torch.randn(3, 4, device=dev)
     assert x.t().is_contiguous() and x[:, ::2].is_contiguous()
     check(lambda x: x.t().contiguous().stride(), torch.randn(3, 4))
+
+
+@pytest.mark.parametrize("size", [(2, 3), (4, 3), (12,), (0,)])
+def test_resize(size):
+    """Shrinking keeps the leading elements; growing keeps them in front (the rest is
+    uninitialised in PyTorch, so only the kept part is compared)."""
+    def resize(x):
+        y = x.clone()
+        y.resize_(size)
+        return y.flatten()[:x.numel()]
+    check_lowered(resize, seeded_randn(3, 4, grad=False))

@@ -38,7 +38,9 @@ class Lowering:
         return f"Lowering({self.name})"
 
 
-def _overloads(op):
+def overloads(op):
+    """The functional overloads `op` stands for: itself if an overload, else its packet's
+    overloads less the in-place and `out=` forms."""
     if isinstance(op, torch._ops.OpOverload):
         return [op]
     out = []
@@ -56,15 +58,15 @@ def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False):
     a packet stands for its functional overloads)."""
     def register(fn):
         for op in ops:
-            for overload in _overloads(op):
+            for overload in overloads(op):
                 REGISTRY[overload] = Lowering(str(overload), fn, static_scalars, rng, dynamic_shape)
         return fn
     return register
 
 
-_FAMILIES = ("elementwise", "reductions", "shape", "factories", "linalg", "nn", "conv",
-             "pooling", "indexing", "sorting", "random", "foreach", "training_ops", "fft",
-             "special_fns", "extra")
+_FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn",
+             "conv", "pooling", "resampling", "indexing", "sorting", "random", "foreach",
+             "training_ops", "fft", "special")
 
 
 def load_all() -> None:

@@ -29,11 +29,6 @@ def _promote(a, b):
     return np.dtype(jnp.promote_types(a, b))
 
 
-def is_python_scalar(x) -> bool:
-    return isinstance(x, (bool, int, float, complex)) or (
-        hasattr(x, "dtype") and is_weak(x))
-
-
 def result_type(*args):
     """torch.result_type over jax arrays and Python (or weakly typed) scalars."""
     dims, zero_dims, scalars = None, None, None
@@ -95,6 +90,21 @@ def is_float(dtype) -> bool:
 def float_of(dtype):
     """The dtype PyTorch computes a float op in for inputs of `dtype` (ints -> float32)."""
     return np.dtype(dtype) if is_float(dtype) else np.dtype("float32")
+
+
+_HALF = (np.dtype("float16"), np.dtype(jnp.bfloat16))
+
+
+def opmath(dtype):
+    """PyTorch's "opmath" type: the dtype its CPU kernels compute `dtype` in, float32 for
+    float16 and bfloat16 (the engine rounds results back to the op's dtype)."""
+    dtype = np.dtype(dtype)
+    return np.dtype("float32") if dtype in _HALF else dtype
+
+
+def float_opmath(dtype):
+    """The opmath type of a float op on inputs of `dtype`: ints and bools compute in float32."""
+    return opmath(float_of(dtype))
 
 
 def is_weak(x) -> bool:

@@ -25,6 +25,12 @@ def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory
     return jnp.zeros(tuple(size), _dtype(dtype))
 
 
+@lower(aten._efficientzerotensor.default)
+def efficient_zero_tensor(size, dtype=None, layout=None, device=None, pin_memory=None):
+    """A plain zero tensor (XLA has no ZeroTensor): what `sgn`'s backward of real inputs asks."""
+    return jnp.zeros(tuple(size), runtime.to_jax_dtype(dtype) if dtype is not None else jnp.float32)
+
+
 @lower(aten.ones.default)
 def ones(size, dtype=None, **_):
     return jnp.ones(tuple(size), _dtype(dtype))

@@ -8,7 +8,7 @@ argument (a scalar, a 0-d tensor, alpha) is shared by every element.
 import jax.numpy as jnp
 import torch
 
-from . import REGISTRY, aten, lower
+from . import REGISTRY, aten, lower, overloads
 from ._types import cast
 
 
@@ -79,11 +79,9 @@ def _register():
         packet = getattr(aten, f"_foreach_{name}", None)
         if packet is None:
             continue
-        for overload in packet.overloads():
-            op = getattr(packet, overload)
-            if op._schema.is_mutable or "out" in overload or _host_scalars(op._schema):
-                continue
-            lower(op, static_scalars=name in _STATIC)(_mapped(name, op._schema))
+        for op in overloads(packet):
+            if not _host_scalars(op._schema):
+                lower(op, static_scalars=name in _STATIC)(_mapped(name, op._schema))
 
 
 _register()

@@ -1,4 +1,4 @@
-"""Matrix products and linear algebra.
+"""Matrix products, pairwise distances and linear algebra.
 
 Products: float16/bfloat16 accumulate in float32 and return their own dtype (as PyTorch);
 float32 uses the precision of `torch.get_float32_matmul_precision()` ("highest", PyTorch's
@@ -8,35 +8,36 @@ setting is read when a program is traced.
 Factorizations follow LAPACK's conventions, which PyTorch exposes: LU results are packed
 with 1-based int32 pivots, and (like PyTorch) det/slogdet/solve factor Aᵀ for real inputs,
 so their LU outputs and the backward passes that reuse them agree with PyTorch's. `info`
-outputs are LAPACK's (0, or the 1-based order of the failing minor/pivot).
+outputs are LAPACK's (0, or the 1-based order of the failing minor/pivot). (linalg_lstsq
+and geqrf have no meta kernel in PyTorch, so no lowering: the engine takes output shapes
+from meta kernels.)
 """
+import math
+
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import torch
 from jax import lax
 
 from . import aten, lower
-from ._types import cast
+from ._types import cast, opmath
 
 _PRECISION = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH}
 
 
-def _precision():
+def matmul_precision():
+    """The float32 product precision PyTorch is set to ("highest", its default, is exact)."""
     return _PRECISION.get(torch.get_float32_matmul_precision(), lax.Precision.DEFAULT)
-
-
-def _acc_dtype(dtype):
-    return jnp.dtype(jnp.float32) if dtype in (jnp.float16, jnp.bfloat16) else jnp.dtype(dtype)
 
 
 def _einsum(spec, x, y):
     """A product in the accumulation dtype (the engine casts back to the input dtype)."""
-    return jnp.einsum(spec, x, y, precision=_precision(), preferred_element_type=_acc_dtype(x.dtype))
+    return jnp.einsum(spec, x, y, precision=matmul_precision(), preferred_element_type=opmath(x.dtype))
 
 
 @lower(aten.mm.default, aten.bmm.default, aten.matmul.default)
 def matmul(x, y):
-    return jnp.matmul(x, y, precision=_precision(), preferred_element_type=_acc_dtype(x.dtype))
+    return jnp.matmul(x, y, precision=matmul_precision(), preferred_element_type=opmath(x.dtype))
 
 
 @lower(aten.mv.default)
@@ -82,8 +83,7 @@ def trace(x):
     return jnp.trace(x, dtype=dtype)
 
 
-
-# ---- helpers -----------------------------------------------------------------------------
+# ---- helpers ------------------------------------------------------------------------------
 
 def _mT(x):
     return jnp.swapaxes(x, -1, -2)
@@ -149,7 +149,7 @@ def _factor_transposed(a):
     return not jnp.iscomplexobj(a)
 
 
-# ---- factorizations and solvers ----------------------------------------------------------
+# ---- factorizations and solvers -----------------------------------------------------------
 
 @lower(aten.linalg_lu_factor_ex.default)
 def lu_factor_ex(a, pivot=True, check_errors=False):
@@ -261,6 +261,15 @@ def _first_bad_minor(a):
     return lax.fori_loop(0, n, step, init)[1]
 
 
+@lower(aten.cholesky.default)
+def cholesky(a, upper=False):
+    """The deprecated torch.cholesky. A matrix that is not positive-definite gives nans
+    (PyTorch raises; a lowering cannot)."""
+    if a.size == 0:
+        return jnp.zeros_like(a)
+    return cholesky_ex(a, upper)[0]
+
+
 @lower(aten.cholesky_solve.default)
 def cholesky_solve(b, factor, upper=False):
     low = _mH(factor) if upper else factor
@@ -296,6 +305,17 @@ def qr(a, mode="reduced"):
     return q, r
 
 
+@lower(aten.linalg_householder_product.default)
+def householder_product(a, tau):
+    return lax.linalg.householder_product(a, tau)
+
+
+@lower(aten.ormqr.default)
+def ormqr(a, tau, other, left=True, transpose=False):
+    """Q (from reflectors `a`, `tau`) applied to `other`; `transpose` is the adjoint."""
+    return lax.linalg.ormqr(a, tau, other, left=left, transpose=transpose)
+
+
 @lower(aten._linalg_svd.default)
 def svd(a, full_matrices=False, compute_uv=True, driver=None):
     if not compute_uv:
@@ -309,6 +329,15 @@ def svd(a, full_matrices=False, compute_uv=True, driver=None):
 def eigh(a, UPLO="L", compute_v=True):
     vectors, values = lax.linalg.eigh(a, lower=UPLO == "L", symmetrize_input=False)
     return values, (vectors if compute_v else jnp.zeros((0,), a.dtype))
+
+
+@lower(aten.linalg_eig.default)
+def eig(a):
+    """LAPACK's geev (on the host for GPU programs; XLA has no TPU kernel): eigenvectors of
+    unit norm with their largest component real, as PyTorch's."""
+    dtype = jnp.result_type(a.dtype, jnp.complex64)
+    values, vectors = lax.linalg.eig(a, compute_left_eigenvectors=False)
+    return values.astype(dtype), vectors.astype(dtype)
 
 
 @lower(aten.linalg_pinv.atol_rtol_tensor)
@@ -339,3 +368,64 @@ def matrix_exp(a):
         return jsl.expm(a)
     flat = a.reshape((-1,) + a.shape[-2:])
     return lax.map(jsl.expm, flat).reshape(a.shape)
+
+
+# ---- pairwise distances -------------------------------------------------------------------
+
+def _euclidean_mm(x1, x2):
+    """PyTorch's matrix-product form of p=2 distances (|a|² - 2ab + |b|², clamped)."""
+    n1 = jnp.sum(x1 * x1, -1, keepdims=True)
+    n2 = jnp.sum(x2 * x2, -1, keepdims=True)
+    a = jnp.concatenate([-2 * x1, n1, jnp.ones_like(n1)], -1)
+    b = jnp.concatenate([x2, jnp.ones_like(n2), n2], -1)
+    d2 = jnp.matmul(a, jnp.swapaxes(b, -1, -2), precision=lax.Precision.HIGHEST)
+    return jnp.sqrt(jnp.maximum(d2, 1e-30))
+
+
+@lower(aten._cdist_forward.default, static_scalars=True)
+def cdist_forward(x1, x2, p, compute_mode=None):
+    """compute_mode: None/0 uses the matrix product for p=2 when either side has more
+    than 25 rows, 1 always, 2 never (PyTorch's rule)."""
+    x1, x2 = _broadcast_batch(x1, x2)
+    mode = compute_mode or 0
+    if p == 2 and (mode == 1 or (mode == 0 and (x1.shape[-2] > 25 or x2.shape[-2] > 25))):
+        return _euclidean_mm(x1, x2)
+    diff = jnp.abs(x1[..., :, None, :] - x2[..., None, :, :])
+    if p == 0:
+        return jnp.sum(diff != 0, -1).astype(x1.dtype)
+    if p == math.inf:
+        return jnp.max(diff, -1, initial=0).astype(x1.dtype)
+    if p == 1:
+        return jnp.sum(diff, -1)
+    if p == 2:
+        return jnp.sqrt(jnp.sum(diff * diff, -1))
+    return jnp.sum(diff ** p, -1) ** (1 / p)
+
+
+@lower(aten._cdist_backward.default, static_scalars=True)
+def cdist_backward(grad, x1, x2, p, dist):
+    """PyTorch's per-p formulas; pairs at distance 0 (and zero differences for p < 1)
+    contribute 0."""
+    x1e, x2e = _broadcast_batch(x1, x2)
+    diff = x1e[..., :, None, :] - x2e[..., None, :, :]
+    g, d = grad[..., None], dist[..., None]
+    zero = jnp.zeros((), diff.dtype)
+    if p == 0:
+        out = jnp.zeros_like(diff)
+    elif p == 1:
+        out = g * jnp.sign(diff)
+    elif p == 2:
+        out = jnp.where(d == 0, zero, g * diff / jnp.where(d == 0, 1, d))
+    elif p == math.inf:
+        out = g * jnp.sign(diff) * (jnp.abs(diff) == d)
+    else:
+        a = jnp.abs(diff)
+        safe_d = jnp.where(d == 0, 1, d)
+        if p < 2:
+            skip = (d == 0) | ((diff == 0) & (p < 1))
+            val = jnp.sign(diff) * jnp.where(skip, 1, a) ** (p - 1) * g / safe_d ** (p - 1)
+        else:
+            skip = d == 0
+            val = diff * a ** (p - 2) * g / safe_d ** (p - 1)
+        out = jnp.where(skip, zero, val)
+    return jnp.sum(out, -2).reshape(x1e.shape).astype(x1.dtype)

@@ -2,25 +2,22 @@
 
 These are the ops PyTorch's autograd emits for `torch.nn.functional`, forward and
 backward. Float16/bfloat16 inputs are computed in float32 (PyTorch's "opmath" type) and
-cast back. Reductions in losses: 0 = none, 1 = mean, 2 = sum.
+cast back. Reductions in losses: 0 = none, 1 = mean, 2 = sum. (_ctc_loss_backward and
+the margin losses' backwards have no meta kernel in PyTorch, so no lowering: the engine
+takes output shapes from meta kernels.)
 """
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .. import runtime
 from . import aten, lower
-from ._types import float_of
+from ._linear import linear_backward
+from ._types import float_opmath
 
-_F32 = np.dtype("float32")
-
-
-def _acc(dtype):
-    """The computation dtype of a float op on `dtype` (float32 for half types)."""
-    dtype = float_of(dtype)
-    return _F32 if dtype.itemsize < 4 else dtype
 
 
 def _axis(x, dim):
@@ -48,7 +45,7 @@ def _grad_scale(grad, x, reduction):
 @lower(aten._softmax.default)
 def softmax(x, dim, half_to_float):
     ax = _axis(x, dim)
-    x = x.astype(_acc(x.dtype))
+    x = x.astype(float_opmath(x.dtype))
     e = jnp.exp(x - jnp.max(x, axis=ax, keepdims=True))
     return e / jnp.sum(e, axis=ax, keepdims=True)
 
@@ -56,7 +53,7 @@ def softmax(x, dim, half_to_float):
 @lower(aten._log_softmax.default)
 def log_softmax(x, dim, half_to_float):
     ax = _axis(x, dim)
-    x = x.astype(_acc(x.dtype))
+    x = x.astype(float_opmath(x.dtype))
     shifted = x - jnp.max(x, axis=ax, keepdims=True)
     return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=ax, keepdims=True))
 
@@ -74,7 +71,7 @@ def safe_softmax(x, dim, dtype=None):
 @lower(aten._softmax_backward_data.default)
 def softmax_backward(grad, out, dim, input_dtype):
     ax = _axis(out, dim)
-    dt = _acc(grad.dtype)
+    dt = float_opmath(grad.dtype)
     grad, out = grad.astype(dt), out.astype(dt)
     return out * (grad - jnp.sum(grad * out, axis=ax, keepdims=True))
 
@@ -82,7 +79,7 @@ def softmax_backward(grad, out, dim, input_dtype):
 @lower(aten._log_softmax_backward_data.default)
 def log_softmax_backward(grad, out, dim, input_dtype):
     ax = _axis(out, dim)
-    dt = _acc(grad.dtype)
+    dt = float_opmath(grad.dtype)
     grad, out = grad.astype(dt), out.astype(dt)
     return grad - jnp.exp(out) * jnp.sum(grad, axis=ax, keepdims=True)
 
@@ -99,7 +96,7 @@ def _normalize_backward(grad, xhat, rstd, axes, n):
 @lower(aten.native_layer_norm.default)
 def native_layer_norm(x, normalized_shape, weight, bias, eps):
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    xa = x.astype(_acc(x.dtype))
+    xa = x.astype(float_opmath(x.dtype))
     mean = jnp.mean(xa, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(xa - mean), axis=axes, keepdims=True)
     rstd = jax.lax.rsqrt(var + eps)
@@ -115,7 +112,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
 def native_layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, bias, output_mask):
     k = x.ndim - len(normalized_shape)
     axes, outer = tuple(range(k, x.ndim)), tuple(range(k))
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     grad, xa = grad.astype(dt), x.astype(dt)
     xhat = (xa - mean.astype(dt)) * rstd.astype(dt)
     gx = grad if weight is None else grad * weight.astype(dt)
@@ -134,7 +131,7 @@ def _channel(v, ndim):
 def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """(output, save_mean, save_invstd, new running_mean, new running_var); the running
     statistics are updated like PyTorch: momentum, and the unbiased variance."""
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     xa = x.astype(dt)
     axes = (0,) + tuple(range(2, x.ndim))
     if training:
@@ -159,7 +156,7 @@ def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, 
 @lower(aten.native_batch_norm.default)
 def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """Without running-statistics updates: the engine routes training with running statistics
-    through `_native_batch_norm_legit_functional` and writes them back (special.py)."""
+    through `_native_batch_norm_legit_functional` and writes them back (`_lazy/special.py`)."""
     return _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
 
 
@@ -181,7 +178,7 @@ def batch_norm_no_stats(x, weight, bias, training, momentum, eps):
 @lower(aten.native_batch_norm_backward.default)
 def native_batch_norm_backward(grad, x, weight, running_mean, running_var, save_mean, save_invstd,
                                train, eps, output_mask):
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     grad, xa = grad.astype(dt), x.astype(dt)
     if train:
         mean, invstd = save_mean.astype(dt), save_invstd.astype(dt)
@@ -204,7 +201,7 @@ def native_batch_norm_backward(grad, x, weight, running_mean, running_var, save_
 
 @lower(aten.native_group_norm.default)
 def native_group_norm(x, weight, bias, n, c, hw, group, eps):
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     xg = x.astype(dt).reshape(n, group, -1)
     mean = jnp.mean(xg, axis=2, keepdims=True)
     var = jnp.mean(jnp.square(xg - mean), axis=2, keepdims=True)
@@ -219,7 +216,7 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
 
 @lower(aten.native_group_norm_backward.default)
 def native_group_norm_backward(grad, x, mean, rstd, weight, n, c, hw, group, output_mask):
-    dt = _acc(x.dtype)
+    dt = float_opmath(x.dtype)
     shape = (n, group, c // group, hw)
     g, xa = grad.astype(dt).reshape(shape), x.astype(dt).reshape(shape)
     mean, rstd = mean.astype(dt)[..., None, None], rstd.astype(dt)[..., None, None]
@@ -330,6 +327,64 @@ def binary_cross_entropy_with_logits(x, target, weight=None, pos_weight=None, re
     return _reduce(loss, reduction)
 
 
+def _ctc_targets(targets, target_lengths, width):
+    """(N, width) padded targets from PyTorch's 2-d padded or 1-d concatenated form."""
+    if targets.ndim == 2:
+        return jnp.pad(targets[:, :width], ((0, 0), (0, max(0, width - targets.shape[1]))))
+    starts = np.concatenate([[0], np.cumsum(target_lengths)[:-1]]).astype(np.int64)
+    pos = np.minimum(starts[:, None] + np.arange(width), max(targets.shape[0] - 1, 0))
+    return targets[pos] if targets.shape[0] else jnp.zeros(pos.shape, targets.dtype)
+
+
+@lower(aten._ctc_loss.default)
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """(negative log-likelihood (N,), log_alpha (N, T, 2 * max_target + 1)): the forward
+    recursion of Graves et al. in PyTorch's arithmetic (a max-shifted log of summed
+    exps). log_alpha is -inf where PyTorch leaves it uninitialised (its backward reads
+    only the rest); `zero_infinity` is applied by the caller."""
+    t_max, n = log_probs.shape[:2]
+    width = max(target_lengths, default=0)
+    states = 2 * width + 1
+    labels = _ctc_targets(targets, target_lengths, width).astype(jnp.int64)
+    primes = jnp.full((n, states), blank, jnp.int64).at[:, 1::2].set(labels)  # (N, S')
+    lengths = np.asarray(target_lengths, np.int64)
+    in_lengths = np.asarray(input_lengths, np.int64)
+    s_idx = np.arange(states)
+    valid = s_idx[None] <= 2 * lengths[:, None]  # (N, S')
+    skip = np.zeros((n, states), bool)
+    skip[:, 2:] = True
+    skip = jnp.asarray(skip) & (primes != jnp.roll(primes, 2, 1))
+    neginf = jnp.asarray(-jnp.inf, log_probs.dtype)
+    emit = jnp.take_along_axis(log_probs, jnp.broadcast_to(primes[None], (t_max, n, states)), 2)
+
+    first = jnp.where(jnp.asarray((s_idx[None] == 0) | ((s_idx[None] == 1) & (lengths[:, None] > 0))),
+                      emit[0], neginf)
+
+    def step(alpha, inputs):
+        t, e = inputs
+        la2 = jnp.pad(alpha[:, :-1], ((0, 0), (1, 0)), constant_values=-jnp.inf)
+        la3 = jnp.where(skip, jnp.pad(alpha[:, :-2], ((0, 0), (2, 0)), constant_values=-jnp.inf), neginf)
+        m = jnp.maximum(jnp.maximum(alpha, la2), la3)
+        m = jnp.where(m == -jnp.inf, 0, m)
+        new = jnp.log(jnp.exp(alpha - m) + jnp.exp(la2 - m) + jnp.exp(la3 - m)) + m + e
+        new = jnp.where(jnp.asarray(valid) & (t < jnp.asarray(in_lengths))[:, None], new, neginf)
+        return new, new
+
+    _, rest = lax.scan(step, first, (jnp.arange(1, t_max), emit[1:]))
+    alphas = jnp.concatenate([first[None], rest], 0)  # (T, N, S')
+    alphas = jnp.where(jnp.asarray(in_lengths > 0)[None, :, None], alphas, neginf)
+    last = alphas[np.maximum(in_lengths - 1, 0), np.arange(n)]  # (N, S')
+    l1 = last[np.arange(n), 2 * lengths]
+    l2 = last[np.arange(n), np.maximum(2 * lengths - 1, 0)]
+    m = jnp.maximum(l1, l2)
+    m = jnp.where(m == -jnp.inf, 0, m)
+    both = jnp.log(jnp.exp(l1 - m) + jnp.exp(l2 - m)) + m
+    likelihood = jnp.where(jnp.asarray(lengths == 0), l1, both)
+    empty = jnp.where(jnp.asarray(lengths == 0), 0, neginf)
+    likelihood = jnp.where(jnp.asarray(in_lengths == 0), empty, likelihood)
+    return -likelihood, jnp.swapaxes(alphas, 0, 1)
+
+
 # ---- embeddings ---------------------------------------------------------------------------
 
 @lower(aten.embedding.default)
@@ -340,7 +395,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
 @lower(aten.embedding_dense_backward.default)
 def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
     idx = indices.reshape(-1)
-    g = grad.reshape(idx.shape[0], -1).astype(_acc(grad.dtype))
+    g = grad.reshape(idx.shape[0], -1).astype(float_opmath(grad.dtype))
     if padding_idx >= 0:
         g = jnp.where((idx == padding_idx)[:, None], jnp.zeros((), g.dtype), g)
     if scale_grad_by_freq:
@@ -397,7 +452,7 @@ def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, max_ind
 @lower(aten._embedding_bag_dense_backward.default)
 def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indices, num_weights,
                                  scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
-    dt = _acc(grad.dtype)
+    dt = float_opmath(grad.dtype)
     grad = grad.astype(dt)
     if mode == 2:
         live = (bag_size[:grad.shape[0]] > 0)[:, None]
@@ -420,7 +475,7 @@ def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indice
 @lower(aten._embedding_bag_per_sample_weights_backward.default)
 def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
                                               padding_idx=-1):
-    dt = _acc(grad.dtype)
+    dt = float_opmath(grad.dtype)
     rows = jnp.take(weight, indices, axis=0, mode="clip").astype(dt)
     g = jnp.take(grad, offset2bag, axis=0, mode="clip").astype(dt)
     return jnp.where(indices != padding_idx, jnp.sum(g * rows, axis=1), jnp.zeros((), dt))
@@ -445,9 +500,7 @@ def _pad(x, padding, mode):
 
 
 def _pad_backward(grad, x, padding, mode):
-    transpose = jax.linear_transpose(lambda v: _pad(v, padding, mode),
-                                     jax.ShapeDtypeStruct(x.shape, grad.dtype))
-    return transpose(grad)[0]
+    return linear_backward(lambda v: _pad(v, padding, mode), x.shape, grad.dtype)(grad)
 
 
 for _mode, _ops, _backward_ops in [

@@ -1,9 +1,11 @@
-"""Pooling and upsampling, 1d to 3d (1d ops reach the engine as their 2d forms).
+"""Pooling: max, average, adaptive and fractional max pooling, 1d to 3d (1d ops reach the
+engine as their 2d forms). Upsampling is in resampling.py.
 
 Window geometry is static, so index tables and divisors are numpy constants. Max pooling
 returns PyTorch's indices (flat positions in each input plane): the first maximum of a
-window in row-major order, or its last nan. Linear ops (average pooling, upsampling) get
-their backward as the transpose of the forward function.
+window in row-major order, or its last nan. Average pooling gets its backward as the
+transpose of the forward function. (fractional_max_pool3d_backward has no meta kernel in
+PyTorch, so no lowering: the engine takes output shapes from meta kernels.)
 """
 import itertools
 import math
@@ -13,12 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import aten, lower
-from ._types import float_of
-
-
-def _acc(dtype):
-    dtype = float_of(dtype)
-    return np.dtype("float32") if dtype.itemsize < 4 else dtype
+from ._linear import linear_backward
+from ._types import float_opmath
 
 
 def _tuple(v, nd, default=None):
@@ -40,16 +38,10 @@ def _out_size(n, k, s, p, d, ceil_mode):
     return out
 
 
-def _transpose(fn, shape, dtype):
-    """The backward of a linear function of one input of `shape`."""
-    transposed = jax.linear_transpose(fn, jax.ShapeDtypeStruct(tuple(shape), dtype))
-    return lambda grad: transposed(grad.astype(dtype))[0]
-
-
 def _scatter_indices(grad, input_shape, indices, nd):
     """Adds each gradient at its flat index in its input plane (max pooling backward)."""
     plane = math.prod(input_shape[-nd:])
-    g = grad.reshape(-1, math.prod(grad.shape[-nd:])).astype(_acc(grad.dtype))
+    g = grad.reshape(-1, math.prod(grad.shape[-nd:])).astype(float_opmath(grad.dtype))
     idx = indices.reshape(g.shape)
     rows = jnp.arange(g.shape[0], dtype=idx.dtype)[:, None]
     return jnp.zeros((g.shape[0], plane), g.dtype).at[rows, idx].add(g).reshape(input_shape)
@@ -149,7 +141,7 @@ def _avg_pool(x, nd, kernel, stride, padding, ceil_mode, count_include_pad, divi
     out = [_out_size(n, kk, ss, pp, 1, ceil_mode) for n, kk, ss, pp in zip(sizes, k, s, p)]
     lead = x.ndim - nd
     hi = [(o - 1) * ss + kk - pp - n for o, ss, kk, pp, n in zip(out, s, k, p, sizes)]
-    x = x.astype(_acc(x.dtype))
+    x = x.astype(float_opmath(x.dtype))
     xp = jax.lax.pad(x, jnp.zeros((), x.dtype), [(0, 0, 0)] * lead + [(pp, h, 0) for pp, h in zip(p, hi)])
     summed = jax.lax.reduce_window(xp, np.zeros((), x.dtype), jax.lax.add, (1,) * lead + k,
                                    (1,) * lead + s, "VALID")
@@ -174,14 +166,14 @@ def avg_pool3d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_i
 def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override):
     args = (2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-    return _transpose(lambda v: _avg_pool(v, *args), x.shape, _acc(x.dtype))(grad)
+    return linear_backward(lambda v: _avg_pool(v, *args), x.shape, float_opmath(x.dtype))(grad)
 
 
 @lower(aten.avg_pool3d_backward.default)
 def avg_pool3d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override):
     args = (3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-    return _transpose(lambda v: _avg_pool(v, *args), x.shape, _acc(x.dtype))(grad)
+    return linear_backward(lambda v: _avg_pool(v, *args), x.shape, float_opmath(x.dtype))(grad)
 
 
 # ---- adaptive pooling ---------------------------------------------------------------------
@@ -195,7 +187,7 @@ def _adaptive_avg(x, output_size):
     """Separable: each spatial dim is averaged on its own (a reshape where windows are even,
     else a matrix of window weights)."""
     nd = len(output_size)
-    x = x.astype(_acc(x.dtype))
+    x = x.astype(float_opmath(x.dtype))
     for i, o in enumerate(output_size):
         ax = x.ndim - nd + i
         n = x.shape[ax]
@@ -216,7 +208,7 @@ def adaptive_avg_pool(x, output_size):
 
 
 def _adaptive_avg_backward(grad, x, nd):
-    return _transpose(lambda v: _adaptive_avg(v, grad.shape[-nd:]), x.shape, _acc(x.dtype))(grad)
+    return linear_backward(lambda v: _adaptive_avg(v, grad.shape[-nd:]), x.shape, float_opmath(x.dtype))(grad)
 
 
 @lower(aten._adaptive_avg_pool2d_backward.default)
@@ -266,86 +258,55 @@ def adaptive_max_pool3d_backward(grad, x, indices):
     return _scatter_indices(grad, x.shape, indices, 3)
 
 
-# ---- upsampling ---------------------------------------------------------------------------
+# ---- fractional max pooling ---------------------------------------------------------------
 
-def _scale(n, o, scale, align_corners, dt):
-    """PyTorch's area_pixel_compute_scale, in the kernel's float type."""
-    if align_corners:
-        return dt((n - 1) / (o - 1)) if o > 1 else dt(0)
-    return dt(1.0 / scale) if scale is not None and scale > 0 else dt(n) / dt(o)
-
-
-def _taps(n, o, scale, mode, align_corners, dt):
-    """[(input indices (o,), weights (o,) or None)] of one dim."""
-    dst = np.arange(o)
-    if mode in ("nearest", "nearest-exact"):
-        if mode == "nearest" and o == n:
-            return [(dst, None)]
-        if mode == "nearest" and o == 2 * n:
-            return [(dst >> 1, None)]
-        s = _scale(n, o, scale, False, np.float32)
-        src = dst.astype(np.float32) + np.float32(0.5 if mode == "nearest-exact" else 0)
-        return [(np.minimum(np.floor(src * s).astype(np.int64), n - 1), None)]
-    s = _scale(n, o, scale, align_corners, dt)
-    src = s * dst.astype(dt) if align_corners else s * (dst.astype(dt) + dt(0.5)) - dt(0.5)
-    if mode == "linear":
-        src = np.maximum(src, dt(0))
-        i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
-        i1 = np.minimum(i0 + 1, n - 1)
-        l1 = np.clip(src - i0.astype(dt), dt(0), dt(1))
-        return [(i0, dt(1) - l1), (i1, l1)]
-    i = np.floor(src).astype(np.int64)
-    t = src - i.astype(dt)
-    a = dt(-0.75)
-
-    def near(z):  # |z| <= 1
-        return ((a + 2) * z - (a + 3)) * z * z + 1
-
-    def far(z):  # 1 < |z| < 2
-        return ((a * z - 5 * a) * z + 8 * a) * z - 4 * a
-    weights = [far(t + 1), near(t), near(1 - t), far(2 - t)]
-    return [(np.clip(i + j - 1, 0, n - 1), w) for j, w in enumerate(weights)]
+def _fractional_starts(sample, n_in, n_out, k):
+    """PyTorch's pseudo-random window starts, computed in the samples' dtype:
+    int((i + u) * alpha) - int(u * alpha), the last window ending at the input's end."""
+    if n_out == 1:
+        return jnp.full(sample.shape + (1,), n_in - k, jnp.int64)
+    alpha = jnp.asarray(n_in - k, sample.dtype) / jnp.asarray(n_out - 1, sample.dtype)
+    i = jnp.arange(n_out - 1, dtype=sample.dtype)
+    u = sample[..., None]
+    starts = ((i + u) * alpha).astype(jnp.int64) - (u * alpha).astype(jnp.int64)
+    last = jnp.full(sample.shape + (1,), n_in - k, jnp.int64)
+    return jnp.concatenate([starts, last], -1)
 
 
-def _upsample(x, output_size, scales, mode, align_corners=False):
-    nd = len(output_size)
-    if mode not in ("nearest", "nearest-exact"):
-        x = x.astype(_acc(x.dtype))
-    dt = np.float64 if x.dtype == np.float64 else np.float32
-    for i in reversed(range(nd)):
-        ax = x.ndim - nd + i
-        taps = _taps(x.shape[ax], output_size[i], scales[i], mode, align_corners, dt)
-        if taps[0][1] is None:
-            x = jnp.take(x, taps[0][0], axis=ax)
-            continue
-        bshape = (-1,) + (1,) * (x.ndim - ax - 1)
-        x = sum(jnp.take(x, idx, axis=ax) * jnp.asarray(w, x.dtype).reshape(bshape) for idx, w in taps)
-    return x
+def _fractional_max_pool(x, kernel_size, output_size, samples, nd):
+    unbatched = x.ndim == nd + 1
+    if unbatched:
+        x, samples = x[None], samples.reshape((1,) + samples.shape[-2:])
+    sizes = x.shape[2:]
+    # PyTorch's order of the samples: (w, h) in 2d, (t, h, w) in 3d
+    order = (1, 0) if nd == 2 else (0, 1, 2)
+    flat = 0
+    for k in range(nd):
+        starts = _fractional_starts(samples[..., order[k]], sizes[k], output_size[k], kernel_size[k])
+        pos = starts[..., :, None] + jnp.arange(kernel_size[k], dtype=jnp.int64)  # (N, C, out, kernel)
+        shape = [1] * (2 * nd)
+        shape[k], shape[nd + k] = output_size[k], kernel_size[k]
+        flat = flat * sizes[k] + pos.reshape(pos.shape[:2] + tuple(shape))
+    flat = jnp.broadcast_to(flat, x.shape[:2] + tuple(output_size) + tuple(kernel_size))
+    flat = flat.reshape(x.shape[:2] + tuple(output_size) + (-1,))
+    planes = x.reshape(x.shape[:2] + (-1,))
+    patches = jnp.take_along_axis(planes, flat.reshape(x.shape[:2] + (-1,)), axis=-1).reshape(flat.shape)
+    out, indices = _select_max(patches, True, flat)
+    if unbatched:
+        out, indices = out[0], indices[0]
+    return out, indices
 
 
-def _register_upsample(nd, mode, forward, backward, align=False):
-    def fwd(x, output_size, *rest):
-        if align:
-            return _upsample(x, output_size, _scales(rest[1:], nd), mode, rest[0])
-        return _upsample(x, output_size, _scales(rest, nd), mode)
-
-    def bwd(grad, output_size, input_size, *rest):
-        dtype = grad.dtype if mode in ("nearest", "nearest-exact") else _acc(grad.dtype)
-        return _transpose(lambda v: fwd(v, output_size, *rest), input_size, dtype)(grad)
-    lower(forward)(fwd)
-    lower(backward)(bwd)
+@lower(aten.fractional_max_pool2d.default)
+def fractional_max_pool2d(x, kernel_size, output_size, random_samples):
+    return _fractional_max_pool(x, kernel_size, output_size, random_samples, 2)
 
 
-def _scales(rest, nd):
-    return tuple(rest) + (None,) * (nd - len(rest))
+@lower(aten.fractional_max_pool3d.default)
+def fractional_max_pool3d(x, kernel_size, output_size, random_samples):
+    return _fractional_max_pool(x, kernel_size, output_size, random_samples, 3)
 
 
-for _nd, _name in [(1, "1d"), (2, "2d"), (3, "3d")]:
-    _register_upsample(_nd, "nearest", getattr(aten, f"upsample_nearest{_name}").default,
-                       getattr(aten, f"upsample_nearest{_name}_backward").default)
-    _register_upsample(_nd, "nearest-exact", getattr(aten, f"_upsample_nearest_exact{_name}").default,
-                       getattr(aten, f"_upsample_nearest_exact{_name}_backward").default)
-_register_upsample(1, "linear", aten.upsample_linear1d.default, aten.upsample_linear1d_backward.default, True)
-_register_upsample(2, "linear", aten.upsample_bilinear2d.default, aten.upsample_bilinear2d_backward.default, True)
-_register_upsample(3, "linear", aten.upsample_trilinear3d.default, aten.upsample_trilinear3d_backward.default, True)
-_register_upsample(2, "cubic", aten.upsample_bicubic2d.default, aten.upsample_bicubic2d_backward.default, True)
+@lower(aten.fractional_max_pool2d_backward.default)
+def fractional_max_pool2d_backward(grad, x, kernel_size, output_size, indices):
+    return _scatter_indices(grad, x.shape, indices, 2)

@@ -8,20 +8,16 @@ from . import aten, lower
 from ._types import float_of
 
 
-def _float(dtype):
-    return float_of(dtype)
-
-
 @lower(aten.normal_functional.default, rng=True)
 def normal_functional(x, mean=0.0, std=1.0, generator=None, *, key):
-    return mean + std * jax.random.normal(key, x.shape, _float(x.dtype))
+    return mean + std * jax.random.normal(key, x.shape, float_of(x.dtype))
 
 
 @lower(aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor, rng=True)
 def normal(mean, std=1.0, generator=None, *, key):
     shape = jnp.broadcast_shapes(jnp.shape(mean), jnp.shape(std))
     dtype = mean.dtype if hasattr(mean, "shape") else std.dtype
-    return mean + std * jax.random.normal(key, shape, _float(dtype))
+    return mean + std * jax.random.normal(key, shape, float_of(dtype))
 
 
 @lower(aten.randn.default, rng=True)
@@ -37,7 +33,7 @@ def rand(size, generator=None, dtype=None, layout=None, device=None, pin_memory=
 @lower(aten.uniform.default, rng=True)
 def uniform(x, from_=0.0, to=1.0, generator=None, *, key, **kw):
     lo, hi = kw.get("from", from_), to
-    return jax.random.uniform(key, x.shape, _float(x.dtype), minval=lo, maxval=hi)
+    return jax.random.uniform(key, x.shape, float_of(x.dtype), minval=lo, maxval=hi)
 
 
 @lower(aten.bernoulli.default, aten.bernoulli.Tensor, rng=True)
@@ -67,7 +63,7 @@ def native_dropout_backward(grad, mask, scale):
 
 @lower(aten.exponential.default, rng=True)
 def exponential(x, lambd=1.0, generator=None, *, key):
-    return jax.random.exponential(key, x.shape, _float(x.dtype)) / lambd
+    return jax.random.exponential(key, x.shape, float_of(x.dtype)) / lambd
 
 
 @lower(getattr(aten.random, "from"), rng=True)
@@ -102,13 +98,13 @@ def _like_dtype(x, dtype):
 @lower(aten.rand_like, rng=True)
 def rand_like(x, generator=None, dtype=None, *, key, **_):
     dtype = _like_dtype(x, dtype)
-    return jax.random.uniform(key, x.shape, _float(dtype)).astype(dtype)
+    return jax.random.uniform(key, x.shape, float_of(dtype)).astype(dtype)
 
 
 @lower(aten.randn_like, rng=True)
 def randn_like(x, generator=None, dtype=None, *, key, **_):
     dtype = _like_dtype(x, dtype)
-    return jax.random.normal(key, x.shape, _float(dtype)).astype(dtype)
+    return jax.random.normal(key, x.shape, float_of(dtype)).astype(dtype)
 
 
 @lower(aten.randint_like, rng=True)

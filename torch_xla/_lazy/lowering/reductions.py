@@ -1,15 +1,18 @@
-"""Reductions and scans, with PyTorch's dims, output dtypes and NaN rules.
+"""Reductions, segment reductions and scans, with PyTorch's dims, output dtypes and NaN rules.
 
 `dim` conventions differ between ops: for most reductions both None and [] reduce every
 axis; `any.dims`/`all.dims` with [] reduce nothing. float16/bfloat16 inputs accumulate in
 float32 (as PyTorch's CPU kernels do); the engine casts results back to PyTorch's dtype.
 """
+import math
+
+import jax
 import jax.numpy as jnp
 from jax import lax
 
 from .. import runtime
 from . import aten, lower
-from ._types import float_of
+from ._types import cast, float_opmath, opmath
 
 
 def _axes(x, dim, empty_means_all=True):
@@ -25,11 +28,6 @@ def _axes(x, dim, empty_means_all=True):
     return tuple(sorted({d % x.ndim for d in dim}))
 
 
-def _acc(x):
-    """x in the dtype PyTorch accumulates it in: float32 for float16/bfloat16."""
-    return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
-
-
 def _integral(dtype) -> bool:
     return dtype == jnp.bool_ or jnp.issubdtype(dtype, jnp.integer)
 
@@ -38,7 +36,7 @@ def _sum_input(x, dtype):
     """The input of sum-like ops: cast to `dtype`, else bool/int widened to int64."""
     if dtype is not None:
         return x.astype(runtime.to_jax_dtype(dtype))
-    return x.astype(jnp.int64) if _integral(x.dtype) else _acc(x)
+    return x.astype(jnp.int64) if _integral(x.dtype) else cast(x, opmath(x.dtype))
 
 
 def _count(x, axes):
@@ -68,7 +66,7 @@ def nansum(x, dim=None, keepdim=False, dtype=None):
 def mean(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.astype(runtime.to_jax_dtype(dtype))
-    return jnp.mean(_acc(x), axis=_axes(x, dim), keepdims=keepdim)
+    return jnp.mean(cast(x, opmath(x.dtype)), axis=_axes(x, dim), keepdims=keepdim)
 
 
 @lower(aten.prod.default)
@@ -123,7 +121,7 @@ def min_dim(x, dim, keepdim=False):
 
 def _var(x, dim, correction, keepdim):
     """(variance, mean): divisor max(N - correction, 0), so too few elements give inf/nan."""
-    x = _acc(x)
+    x = cast(x, opmath(x.dtype))
     axes = _axes(x, dim)
     m = jnp.mean(x, axis=axes, keepdims=True)
     d = x - m
@@ -157,7 +155,7 @@ def std_mean(x, dim=None, correction=None, keepdim=False):
 
 @lower(aten.logsumexp.default)
 def logsumexp(x, dim, keepdim=False):
-    x = _acc(x.astype(float_of(x.dtype)))
+    x = x.astype(float_opmath(x.dtype))
     axes = _axes(x, dim)
     m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
     m = jnp.where(jnp.isinf(m), jnp.zeros((), m.dtype), m)  # all -inf (or an inf): no shift
@@ -184,7 +182,7 @@ def count_nonzero(x, dim=None):
 def vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.astype(runtime.to_jax_dtype(dtype))
-    a = jnp.abs(_acc(x))
+    a = jnp.abs(cast(x, opmath(x.dtype)))
     axes = _axes(x, dim)
     if ord == float("inf"):
         return jnp.max(a, axis=axes, keepdims=keepdim)
@@ -199,7 +197,99 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
     return jnp.sum(a ** ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)
 
 
-# ---- scans -------------------------------------------------------------------------------
+# ---- segment reductions -------------------------------------------------------------------
+
+def _segments(shape, axis, lengths, offsets):
+    """(ids, counts, S): for data viewed as (B, D, P) with B the dims before `axis`, each
+    element's flat segment id b * S + s (B * S for elements in no segment, which the
+    reductions drop), and each segment's length, (B * S,)."""
+    if offsets is None:
+        zero = jnp.zeros(lengths.shape[:-1] + (1,), lengths.dtype)
+        offsets = jnp.concatenate([zero, jnp.cumsum(lengths, -1)], -1)
+    batch, d = math.prod(shape[:axis]), shape[axis]
+    offsets = offsets.reshape(batch, -1).astype(jnp.int64)
+    s = offsets.shape[-1] - 1
+    pos = jnp.arange(d, dtype=jnp.int64)
+    seg = jnp.sum(offsets[:, None, 1:] <= pos[:, None], -1)  # (B, D)
+    inside = (seg < s) & (pos >= offsets[:, :1])
+    ids = jnp.where(inside, jnp.arange(batch, dtype=jnp.int64)[:, None] * s + seg, batch * s)
+    counts = (offsets[:, 1:] - offsets[:, :-1]).reshape(-1)
+    return ids.reshape(-1), counts, s
+
+
+def _flat(x, axis):
+    return x.reshape(math.prod(x.shape[:axis]) * x.shape[axis], -1)
+
+
+def _unflat(x, shape, axis, s):
+    return x.reshape(shape[:axis] + (s,) + shape[axis + 1:])
+
+
+_SEGMENT = {"sum": jax.ops.segment_sum, "mean": jax.ops.segment_sum, "max": jax.ops.segment_max,
+            "min": jax.ops.segment_min, "prod": jax.ops.segment_prod}
+
+
+@lower(aten.segment_reduce.default, static_scalars=True)
+def segment_reduce(data, reduce, lengths=None, indices=None, offsets=None, axis=0, unsafe=False,
+                   initial=None):
+    """Empty segments give `initial`, else 0 (sum), nan (mean), -inf (max), inf (min), 1
+    (prod); a mean counts `initial` in its sum but not in its length."""
+    axis = axis % data.ndim
+    ids, counts, s = _segments(data.shape, axis, lengths, offsets)
+    x = _flat(data, axis).astype(float_opmath(data.dtype))
+    out = _SEGMENT[reduce](x, ids, num_segments=counts.shape[0])
+    counts = counts[:, None]
+    if initial is not None:
+        init = jnp.asarray(initial, x.dtype)
+        out = {"sum": out + init, "mean": out + init, "max": jnp.maximum(out, init),
+               "min": jnp.minimum(out, init), "prod": out * init}[reduce]
+    if reduce == "mean":
+        mean = out / counts.astype(x.dtype)
+        out = mean if initial is None else jnp.where(counts == 0, jnp.asarray(initial, x.dtype), mean)
+    return _unflat(out, data.shape, axis, s).astype(data.dtype)
+
+
+@lower(aten._segment_reduce_backward.default, static_scalars=True)
+def segment_reduce_backward(grad, output, data, reduce, lengths=None, offsets=None, axis=0,
+                            initial=None):
+    """Ties of a max/min (nans count as ties) share a positive gradient equally and each
+    get a negative one whole (PyTorch's CPU kernel divides only positive values); a
+    product's gradient at a zero is the product of the segment's other elements (and
+    `initial`)."""
+    axis = axis % data.ndim
+    ids, counts, s = _segments(data.shape, axis, lengths, offsets)
+    acc = float_opmath(data.dtype)
+    x = _flat(data, axis).astype(acc)
+
+    def per_element(seg_values):  # a (B * S, P) array at each element's segment (0 if none)
+        padded = jnp.concatenate([seg_values, jnp.zeros((1,) + seg_values.shape[1:], seg_values.dtype)])
+        return padded[ids]
+
+    g = grad.reshape(-1, x.shape[-1]).astype(acc)
+    out = output.reshape(g.shape).astype(acc)
+    n = counts.shape[0]
+    if reduce == "sum":
+        result = per_element(g)
+    elif reduce == "mean":
+        result = per_element(g / counts[:, None].astype(acc))
+    elif reduce in ("max", "min"):
+        hit = (x == per_element(out)) | jnp.isnan(x)
+        ties = per_element(jax.ops.segment_sum(hit.astype(acc), ids, num_segments=n))
+        result = jnp.where(hit, per_element(g), 0).astype(acc)
+        result = jnp.where((ties > 1) & (result > 0), result / ties, result)  # PyTorch's rule
+    else:
+        zero = x == 0
+        zeros = jax.ops.segment_sum(zero.astype(jnp.int64), ids, num_segments=n)
+        others = jax.ops.segment_prod(jnp.where(zero, 1, x), ids, num_segments=n)
+        if initial is not None:
+            others = others * jnp.asarray(initial, acc)
+        at_zero = jnp.where(per_element(zeros) == 1, per_element(others), 0)
+        ge = per_element(g)
+        result = jnp.where(zero, ge * at_zero, ge * per_element(out) / jnp.where(zero, 1, x))
+    return result.reshape(data.shape).astype(data.dtype)
+
+
+# ---- scans --------------------------------------------------------------------------------
 
 def _scan(fn):
     """A scan along `dim` (a 0-d input is scanned as one element)."""
@@ -217,7 +307,7 @@ lower(aten.cumprod.default)(_scan(lax.cumprod))
 
 @lower(aten.logcumsumexp.default)
 def logcumsumexp(x, dim):
-    x = _acc(x.astype(float_of(x.dtype)))
+    x = x.astype(float_opmath(x.dtype))
     if x.ndim == 0:
         return x
     return lax.cumlogsumexp(x, axis=dim % x.ndim)

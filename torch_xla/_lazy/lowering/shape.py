@@ -1,5 +1,7 @@
 """Shape ops: the functional copies of views that functionalization emits, splits,
-concatenation, and the reorderings of elements (flip, roll, repeat, pad)."""
+concatenation, the reorderings of elements (flip, roll, repeat, pad), and resize."""
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -197,3 +199,12 @@ def view_dtype(x, dtype):
         return out.reshape(x.shape[:-1] + (-1,)) if x.ndim else out.reshape(-1)
     x = x.reshape(x.shape[:-1] + (x.shape[-1] * old // new, new // old))
     return jax.lax.bitcast_convert_type(x, dtype)
+
+
+@lower(aten.resize.default)
+def resize(x, size, memory_format=None):
+    """The functional `resize_`: x's leading elements (row-major) in the new shape; elements
+    beyond x's are uninitialised in PyTorch, zeros here."""
+    n = math.prod(size)
+    flat = x.reshape(-1)[:n]
+    return jnp.pad(flat, (0, n - flat.shape[0])).reshape(tuple(size))

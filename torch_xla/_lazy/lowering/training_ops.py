@@ -8,16 +8,10 @@ import string
 
 import jax
 import jax.numpy as jnp
-import torch
-from jax import lax
 
 from . import aten, lower
-
-
-def _precision():
-    """The float32 product precision PyTorch is set to ("highest", its default, is exact)."""
-    return {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH}.get(
-        torch.get_float32_matmul_precision(), lax.Precision.DEFAULT)
+from ._types import opmath
+from .linalg import matmul_precision
 
 
 @lower(aten._trilinear.default)
@@ -33,9 +27,8 @@ def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
     inputs = [(x, subscript(e)) for x, e in ((i1, expand1), (i2, expand2), (i3, expand3))]
     present = set("".join(s for _, s in inputs))
     out = "".join(letters[d] for d in range(ndim) if d not in sumdim and letters[d] in present)
-    acc = jnp.float32 if i1.dtype in (jnp.float16, jnp.bfloat16) else i1.dtype
     result = jnp.einsum(",".join(s for _, s in inputs) + "->" + out, *(x for x, _ in inputs),
-                        precision=_precision(), preferred_element_type=acc)
+                        precision=matmul_precision(), preferred_element_type=opmath(i1.dtype))
     # A kept dimension that every input expands has size 0 in PyTorch's result (its sizes
     # come from the inputs that have the dimension): the result is then empty.
     missing = [i for i, d in enumerate(d for d in range(ndim) if d not in sumdim)

@@ -19,20 +19,15 @@ import numpy as np
 import torch
 
 from . import aten, lower
-from ._types import cast, float_of, result_type
+from ._types import cast, float_opmath, result_type
 
 prims = torch.ops.prims
 _special = jax.scipy.special
 
 
-def _opmath(dtype):
-    dtype = float_of(dtype)
-    return np.dtype("float32") if dtype in (jnp.float16, jnp.bfloat16) else dtype
-
-
 def _unary(fn):
     def lowering(x):
-        return fn(cast(x, _opmath(x.dtype)))
+        return fn(cast(x, float_opmath(x.dtype)))
     return lowering
 
 
@@ -214,7 +209,7 @@ for _ops, _fn in [
 @lower(aten.special_log_ndtr.default)
 def log_ndtr(x):
     """PyTorch's formula (through erfcx below -1, where log(ndtr) would underflow)."""
-    x = cast(x, _opmath(x.dtype))
+    x = cast(x, float_opmath(x.dtype))
     t = x * (1 / math.sqrt(2))
     return jnp.where(x < -1, jnp.log(_erfcx(-t) / 2) - t * t,
                      jnp.log1p(-jax.lax.erfc(t) / 2))
@@ -225,7 +220,7 @@ def zeta(x, q):
     """Hurwitz zeta, computed in float64 for float32 (PyTorch accumulates in double), with
     PyTorch's values off the domain: inf at x == 1 and at non-positive integer q, NaN for
     x < 1 and for non-positive q with non-integer x."""
-    dtype = _opmath(result_type(x, q))
+    dtype = float_opmath(result_type(x, q))
     wide = np.dtype("float64") if dtype == np.float32 else dtype
     x, q = jnp.broadcast_arrays(cast(x, wide), cast(q, wide))
     inf, nan = _const(math.inf, x), _const(math.nan, x)
@@ -434,7 +429,7 @@ def _recurrence(step, p, q, n, looping, nan_stops):
 def _polynomial(fn):
     """A binary (x, n) lowering: both promoted to PyTorch's float result type, then fn."""
     def lowering(x, n):
-        dtype = _opmath(result_type(x, n))
+        dtype = float_opmath(result_type(x, n))
         x, n = jnp.broadcast_arrays(cast(x, dtype), cast(n, dtype))
         return fn(x, _degree(n))
     return lowering
