@@ -121,13 +121,7 @@ def test_engine_imports_go_down_the_stages():
     assert not upward, upward
 
 
-# Being split (the lowering families are being regrouped); strict, so it is seen when done.
-_LONG = {"torch_xla._lazy.lowering.elementwise"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.xfail(
-    strict=True, reason="over 600 lines until its family is split")) if m in _LONG else m
-    for m in sorted(MODULES)])
+@pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_is_short(name):
     lines = len(MODULES[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{name}: {lines} lines (at most {MAX_LINES}: split it by what it does)"

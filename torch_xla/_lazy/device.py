@@ -15,6 +15,7 @@ import torch.utils.cpp_extension
 from . import rng
 from .dispatch import dispatch
 from .execution import from_cpu
+from .lowering import overload_named
 from .tensor import to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
@@ -131,9 +132,7 @@ def install() -> None:
     per_op = torch.library.Library("aten", "IMPL")
     per_op.impl("_copy_from", _copy_from, "XLA")
     for name in _WHOLE_FACTORIES:
-        packet, _, overload = name.partition(".")
-        op = getattr(getattr(torch.ops.aten, packet), overload or "default")
-        per_op.impl(name, functools.partial(_factory, op), "XLA")
+        per_op.impl(name, functools.partial(_factory, overload_named(name)), "XLA")
     _libs.extend([fallback, per_op])
     _hook_manual_seed()
     _patch_storage_data_ptr()

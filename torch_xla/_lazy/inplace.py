@@ -12,6 +12,8 @@ import warnings
 
 import torch
 
+from .lowering import overload_named
+
 aten = torch.ops.aten
 _FUNCTIONALIZE = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
 
@@ -75,7 +77,5 @@ def install() -> None:
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": intended
         warnings.simplefilter("ignore")
         for name, functional in _HOT.items():
-            packet, _, overload = name.partition(".")
-            inplace = getattr(getattr(aten, packet), overload or "default")
-            lib.impl(name, _kernel(inplace, functional), "Functionalize")
+            lib.impl(name, _kernel(overload_named(name), functional), "Functionalize")
     _libs.append(lib)

@@ -16,6 +16,8 @@ eligibility rule); every other op falls through to the layers below.
 """
 import torch
 
+from torch_xla._lazy.lowering import overloads
+
 aten = torch.ops.aten
 # Not a member of the Python enum (it has no name there), but parseable.
 _KEYS = torch._C.DispatchKeySet(torch._C._parse_dispatch_key("AutocastXLA"))
@@ -113,10 +115,7 @@ def _promote(op):
 def _overloads(name):
     """The functional overloads of aten::name (in-place and out= forms are not cast)."""
     packet = getattr(aten, name, None)
-    if packet is None:
-        return []
-    ops = [getattr(packet, o) for o in packet.overloads()]
-    return [op for op in ops if not op._schema.is_mutable]
+    return [] if packet is None else overloads(packet)
 
 
 _libs = []

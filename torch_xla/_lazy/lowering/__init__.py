@@ -53,6 +53,12 @@ def overloads(op):
     return out
 
 
+def overload_named(name):
+    """The ATen overload spelt 'packet.overload' ('add_.Tensor'; 'eye' for eye.default)."""
+    packet, _, overload = name.partition(".")
+    return getattr(getattr(aten, packet), overload or "default")
+
+
 def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False):
     """Registers the decorated function as the lowering of `ops` (overloads or packets;
     a packet stands for its functional overloads)."""
@@ -71,11 +77,7 @@ _FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "
 
 def load_all() -> None:
     for family in _FAMILIES:
-        try:
-            importlib.import_module(f"{__name__}.{family}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{family}":
-                raise
+        importlib.import_module(f"{__name__}.{family}")
 
 
 def call_lowering(op, template, inputs, scalars, avals):

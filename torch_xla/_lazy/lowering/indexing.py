@@ -3,7 +3,7 @@ ops functionalization writes views back with.
 
 Index tensors reach `index`/`index_put` on the device, with boolean masks already turned
 into int indices, except for `index_put` with a single mask, which is lowered statically
-(see `_lazy/special.py`). Out-of-range indices are not checked: XLA clamps them.
+(see `_lazy/engine_ops.py`). Out-of-range indices are not checked: XLA clamps them.
 """
 import jax
 import jax.numpy as jnp
