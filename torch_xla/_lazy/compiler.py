@@ -142,9 +142,5 @@ def program_for(w: Walk) -> Program:
     return program
 
 
-def clear_cache() -> None:
-    _cache.clear()
-
-
 def cache_size() -> int:
     return len(_cache)
