@@ -7,21 +7,11 @@ import torch.nn.functional as F
 from tests.conftest import check_lowered
 
 
-def with_grad(fn):
-    """fn(x) (and its indices, where it returns them) and the gradient with respect to x."""
-    def run(x, g):
-        out = fn(x)
-        value = out[0] if isinstance(out, tuple) else out
-        rest = tuple(out[1:]) if isinstance(out, tuple) else ()
-        return (value,) + rest + torch.autograd.grad(value, [x], g)
-    return run
-
-
 def check_grad(fn, *shape, x=None):
+    """fn (values, and indices where it returns them) and its gradient, on x or a random
+    input of the shape, against the CPU."""
     x = torch.randn(shape) if x is None else x
-    out = fn(x)
-    out = out[0] if isinstance(out, tuple) else out
-    check_lowered(with_grad(fn), x.requires_grad_(), torch.randn(out.shape), atol=1e-5, rtol=1e-5)
+    check_lowered(fn, x.requires_grad_(), grads=True, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("fn,shape", [
