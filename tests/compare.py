@@ -63,7 +63,7 @@ def assert_same(actual, expected, rtol=RTOL, atol=ATOL, path="out"):
         assert isinstance(actual, torch.Tensor), f"{path}: {type(actual).__name__}, not a tensor"
         device = "xla" if expected.device.type == "cpu" else expected.device.type
         assert actual.device.type == device, f"{path}: on {actual.device}, expected on {device}"
-        actual, expected = actual.detach().cpu(), expected.detach()
+        actual, expected = actual.detach().cpu(), expected.detach().cpu()
         assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype}, expected {expected.dtype}"
         assert actual.shape == expected.shape, f"{path}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
         exact = not (expected.is_floating_point() or expected.is_complex())
