@@ -1,9 +1,10 @@
 """Running one function on the CPU and on the XLA device, and comparing the two.
 
 `assert_same` is the one comparison of a device result with the CPU's: the device's tensors
-live on the XLA device (or where the expected ones live, when those are not CPU tensors), dtypes and shapes are equal, floating values agree within a
-tolerance (NaNs in the same places), integer and bool values exactly; lists, tuples and
-dicts (state dicts included) element by element, None where the CPU has None.
+live on the XLA device (on the expected ones' device where those are not CPU tensors),
+dtypes and shapes are equal, floating values agree within a tolerance (NaNs in the same
+places), integer and bool values exactly; lists, tuples and dicts (state dicts included)
+element by element, None where the CPU has None.
 
 `fallbacks` is the one rule for what ran on the CPU: the engine counts each op it runs
 through the CPU fallback as a metrics counter named after the op's schema (`aten::NAME`,

@@ -8,7 +8,7 @@ import pytest
 
 import torch_xla.core.xla_model as xm
 from tests.compare import (assert_lowered, assert_same, check, check_lowered, compiles,  # noqa: F401
-                           fallbacks, tensors, to_xla, with_grads)
+                           fallbacks, tensors, to_xla)
 
 
 @pytest.fixture
