@@ -8,8 +8,8 @@ device must raise the same exception type. Backward (float32, entries that suppo
 autograd): a fixed random cotangent for each floating output that requires grad, then
 `torch.autograd.grad` with respect to the floating inputs that require grad, on both sides.
 
-A sample ends as `pass`, `fallback` (right, but some op ran on the CPU: the `aten::NAME`
-counters), `fail` (an error, or no error where the CPU raised), `wrong` (a different result
+A sample ends as `pass`, `fallback` (right, but some op ran on the CPU: tests/compare.py's
+`fallbacks`), `fail` (an error, or no error where the CPU raised), `wrong` (a different result
 without an error: a bug) or `none` (nothing to compare, e.g. no differentiable output). An
 entry's status in a direction is the worst of its samples'.
 """
@@ -26,6 +26,7 @@ import torch_xla  # noqa: F401
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
+from ..compare import fallbacks as fallback_names
 from .catalog import is_random
 
 FORWARD_DTYPES = (torch.float32, torch.int64, torch.bool)
@@ -154,7 +155,7 @@ def _short(e: BaseException) -> str:
 
 
 def _fallbacks():
-    return sorted(n for n in met.counter_names() if n.startswith("aten::"))
+    return sorted(fallback_names())
 
 
 def _result(status, detail="", fallbacks=()):

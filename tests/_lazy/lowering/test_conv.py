@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import check_lowered, fallbacks
+from tests.conftest import assert_lowered, assert_same, check_lowered
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
@@ -12,17 +12,9 @@ import torch_xla.debug.metrics as met
 TOL = dict(atol=1e-4, rtol=1e-4)
 
 
-def conv_and_grads(fn, **kw):
-    def run(x, w, b, g):
-        out = fn(x, w, b, **kw)
-        inputs = [t for t in (x, w, b) if t is not None and t.requires_grad]
-        return (out,) + torch.autograd.grad(out, inputs, g)
-    return run
-
-
 def check_conv(fn, x, w, b, **kw):
-    out = fn(x, w, b, **kw)
-    check_lowered(conv_and_grads(fn, **kw), x, w, b, torch.randn(out.shape), **TOL)
+    """fn(x, w, b, **kw) and its gradients, against the CPU."""
+    check_lowered(lambda x, w, b: fn(x, w, b, **kw), x, w, b, grads=True, **TOL)
 
 
 def randn(*shape, grad=True):
@@ -66,8 +58,8 @@ def test_unbatched_and_module():
     expected = conv(x)
     met.clear_counters()
     actual = conv.to(xm.xla_device())(x.to(xm.xla_device()))
-    torch.testing.assert_close(actual.cpu(), expected, **TOL)
-    assert not fallbacks(), sorted(fallbacks())
+    assert_same(actual, expected, **TOL)
+    assert_lowered()
 
 
 def test_bfloat16():
