@@ -1,7 +1,4 @@
 """What happens at the op: PyTorch's errors for bad input, and the counted CPU fallback."""
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
