@@ -20,6 +20,14 @@ from .lowering import call_lowering
 _cache = {}
 
 
+class LoweringError(Exception):
+    """A lowering raised while its program was traced: node `position` of the walk's order."""
+
+    def __init__(self, position, cause):
+        super().__init__(f"op {position}: {type(cause).__name__}: {cause}")
+        self.position, self.cause = position, cause
+
+
 class Program:
     """A compiled program and the plan it replays (no references to live values)."""
     __slots__ = ("compiled", "plan", "roots", "n_donated")
@@ -33,9 +41,12 @@ class Program:
     def run_traced(self, donated, kept, scalars):
         leaves = donated + kept
         env = []
-        for node_op, template, refs, s0, s1, avals in self.plan:
+        for position, (node_op, template, refs, s0, s1, avals) in enumerate(self.plan):
             inputs = [leaves[i] if p < 0 else env[p][i] for p, i in refs]
-            env.append(call_lowering(node_op, template, inputs, scalars[s0:s1], avals))
+            try:
+                env.append(call_lowering(node_op, template, inputs, scalars[s0:s1], avals))
+            except Exception as e:
+                raise LoweringError(position, e) from e
         return [leaves[i] if p < 0 else env[p][i] for p, i in self.roots]
 
 
@@ -90,6 +101,9 @@ def walk(values, held=None):
     if not roots:
         return None
     order, node_pos, leaves = _collect(roots)
+    for v in leaves:
+        if v.data is None:
+            raise v.failure()
     # Donated leaves first: the program takes them as its first argument. Only a buffer an
     # output of the same shape and dtype can reuse is worth donating (XLA ignores the rest).
     reusable = collections.Counter((v.shape, v.dtype) for v in roots)
@@ -119,6 +133,15 @@ def walk(values, held=None):
            tuple(type(s) for s in scalars))
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
     return Walk(order, roots, key, Program(tuple(plan), root_refs, len(donated)), args)
+
+
+def dependent_roots(w: Walk, position):
+    """The roots of `w` computed from node `position` of its order (or by it)."""
+    bad = {position}
+    for p, (_, _, refs, _, _, _) in enumerate(w.program.plan[position + 1:], position + 1):
+        if any(q in bad for q, _ in refs):
+            bad.add(p)
+    return [v for v, (p, _) in zip(w.roots, w.program.roots) if p in bad]
 
 
 def program_for(w: Walk) -> Program:

@@ -61,6 +61,8 @@ def _encode_call(func, args, kwargs, dynamic):
         t = type(obj)
         if t is XLATensor:
             v = obj._value
+            if v.data is None and v.node is None:
+                raise v.failure()
             if state[0] is None:
                 state[0] = v.device
             elif v.device != state[0]:

@@ -33,6 +33,8 @@ def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
 
 def to_cpu(value: Value) -> torch.Tensor:
     materialize([value])
+    if value.data is None:
+        raise value.failure()
     return _read(value)
 
 
@@ -113,26 +115,63 @@ def mark_step(device=None) -> None:
     _run_all(values, _take_checks(None if device is None else (device,)), held)
 
 
+class ExecutionError(RuntimeError):
+    """A step's program failed; the message names the op and its place in the graph."""
+
+
 def _run(values, held=None) -> None:
-    """Materialises the pending `values` (all on one device) in one program."""
+    """Materialises the pending `values` (all on one device) in one program. If it fails,
+    the values computed from what failed raise the error when used; the others stay
+    pending, intact."""
     w = compiler.walk(values, held)
     if w is None:
         return
+    try:
+        outputs = _execute(w, values, held)
+    except compiler.LoweringError as e:
+        error = ExecutionError(_describe_failure(w, e.position, e.cause))
+        for v in compiler.dependent_roots(w, e.position):
+            v.fail(error)
+        raise error from e.cause
+    except Exception as e:
+        error = ExecutionError(f"the program of {len(w.order)} ops on xla:{w.device} "
+                               f"({_op_names(w.order)}) failed: {type(e).__name__}: {e}")
+        for v in w.roots:
+            v.fail(error)
+        raise error from e
+    for v, out in zip(w.roots, outputs):
+        v.set_data(out)
+    _save_graph(w.order)
+
+
+def _execute(w, values, held):
     if w.collective:
         if held is not None:
             # Replicas must agree on the program, and which buffers are still held can differ
             # between them (a dead tensor not yet collected): no donation here.
             w = compiler.walk(values)
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
-        outputs = replicated.run(w.device, call)
-    else:
-        program = compiler.program_for(w)
-        start = time.perf_counter_ns()
-        outputs = program.compiled(*w.args)
-        metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
-    for v, out in zip(w.roots, outputs):
-        v.set_data(out)
-    _save_graph(w.order)
+        return replicated.run(w.device, call)
+    program = compiler.program_for(w)
+    start = time.perf_counter_ns()
+    outputs = program.compiled(*w.args)
+    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    return outputs
+
+
+def _op_names(nodes, shown=4):
+    names = [n.op.name for n in nodes[-shown:]]
+    return ("..., " if len(nodes) > shown else "") + ", ".join(names)
+
+
+def _describe_failure(w, position, cause):
+    """Where a lowering failed: the op, its place in the graph and the ops just before it
+    (recording the user's line of every op would cost the tracing of every op)."""
+    node = w.order[position]
+    before = f"; after {_op_names(w.order[:position])}" if position else ""
+    return (f"{node.op.name} failed to compile: op {position} of {len(w.order)} in the "
+            f"graph on xla:{w.device} ({format_node(node)}{before}): "
+            f"{type(cause).__name__}: {cause}")
 
 
 def _save_graph(order) -> None:
