@@ -15,9 +15,10 @@ import jax
 from jax.sharding import SingleDeviceSharding
 
 from . import debug, metrics, runtime
+from .caches import LRUCache
 from .lowering import call_lowering
 
-_cache = {}
+_cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
 
 
 class LoweringError(Exception):
@@ -161,7 +162,7 @@ def program_for(w: Walk) -> Program:
     metrics.sample("CompileTime", time.perf_counter_ns() - start)
     if debug.enabled():
         debug.explain_compile(w.order, w.roots)
-    _cache[key] = program
+    _cache.put(key, program)
     return program
 
 

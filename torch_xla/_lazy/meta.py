@@ -15,10 +15,11 @@ import torch
 from torch.utils import _pytree as pytree
 
 from . import metrics
+from .caches import GenerationCache
 from .tensor import XLATensor
 
 aten = torch.ops.aten
-_cache = {}
+_cache = GenerationCache("Meta", "XLA_IR_SHAPE_CACHE_SIZE", 12288)
 
 
 def _to_meta(obj):
@@ -74,7 +75,7 @@ def meta_outputs(func, args, kwargs, sig):
     """(structure, avals) of the op's outputs: structure is 't' for one tensor, or a tuple or
     list of 't' for several. `sig` is the call's hashable signature (the cache key)."""
     key = (id(func), sig)
-    hit = _cache.get(key)
+    hit = _cache.recent.get(key) or _cache.get(key)
     if hit is not None:
         return hit
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
@@ -97,5 +98,5 @@ def meta_outputs(func, args, kwargs, sig):
         result = (type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out))
     else:
         raise NotImplementedError(f"{func}: output {type(out).__name__} is not a tensor")
-    _cache[key] = result
+    _cache.put(key, result)
     return result

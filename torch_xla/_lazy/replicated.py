@@ -19,6 +19,7 @@ from jax._src.lax.lax import _convert_element_type
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import metrics, runtime
+from .caches import LRUCache
 
 AXIS = runtime.REPLICA_AXIS
 
@@ -32,7 +33,7 @@ class Call:
         self.key, self.fn, self.args, self.out_shapes = key, fn, args, out_shapes
 
 
-_programs = {}
+_programs = LRUCache("ReplicatedProgram", "XLA_COMPILATION_CACHE_SIZE", 2048)
 _meshes = {}
 
 
@@ -91,7 +92,8 @@ def _run(call, per_replica):
     key = (call.key, tuple(d.id for d in mesh.devices.flat))
     compiled = _programs.get(key)
     if compiled is None:
-        compiled = _programs[key] = _compile(call, mesh, global_args)
+        compiled = _compile(call, mesh, global_args)
+        _programs.put(key, compiled)
     else:
         metrics.count("CachedCompile")
     outs = compiled(*global_args)
