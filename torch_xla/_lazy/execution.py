@@ -39,6 +39,7 @@ def to_cpu(value: Value) -> torch.Tensor:
 
 
 def _read(value: Value) -> torch.Tensor:
+    replicated.settle()  # a program waiting for another process would never end: timed
     with metrics.timed("TransferFromDeviceTime"):
         out = runtime.to_cpu_tensor(value.data, value.dtype)
     metrics.count("TransferFromDevice")
@@ -184,6 +185,7 @@ def _save_graph(order) -> None:
 
 def wait_device_ops() -> None:
     """Blocks until every buffer of a live tensor has been computed, and jax's effects ran."""
+    replicated.settle()
     for v in live_values():
         if v.data is not None:
             v.data.block_until_ready()
