@@ -5,12 +5,13 @@ Two kinds, for two costs of a look-up:
 - `LRUCache` (compiled programs: costly to rebuild, looked up once per program run) keeps
   exactly the `limit` entries used most recently.
 - `GenerationCache` (caches consulted by every traced op, cheap to refill: meta results,
-  dispatch routes) makes a hit one dict look-up, `cache.recent.get(key)`, which the hot
-  paths make inline before calling `get`. Entries live in two generations: `recent`, and
-  `older` (the previous `recent`); an entry of `older` that is used moves back to
-  `recent`. When `recent` holds half the limit it becomes `older`, and the entries of the
-  old `older` (none used since) are evicted together: the least recently used go first,
-  and at most `limit` entries are held.
+  dispatch routes) makes a hit one dict look-up in `recent`, a dict that stays the same
+  object, so hot paths bind `cache.recent.get` once and call `get` only on a miss.
+  Entries live in two generations: `recent`, and `older` (what `recent` held before);
+  an entry of `older` that is used moves back to `recent`. When `recent` holds half the
+  limit, its entries become `older`, and those of the old `older` (none used since) are
+  evicted together: the least recently used go first, and at most `limit` entries are
+  held.
 """
 import collections
 import os
@@ -85,7 +86,8 @@ class GenerationCache:
         if len(self.recent) >= self.limit // 2:
             if self.older:
                 metrics.count(self.counter, len(self.older))
-            self.older, self.recent = self.recent, {}
+            self.older = dict(self.recent)
+            self.recent.clear()
         self.recent[key] = value
 
     def discard(self, key) -> None:
@@ -93,7 +95,8 @@ class GenerationCache:
         self.older.pop(key, None)
 
     def clear(self) -> None:
-        self.recent, self.older = {}, {}
+        self.recent.clear()
+        self.older.clear()
 
     def __len__(self):
         return len(self.recent) + len(self.older)

@@ -38,10 +38,11 @@ def _is_scalar_type(t) -> bool:
 
 # id(op) -> (positional flags, kwarg names) of Scalar-typed arguments
 _dynamic_args = GenerationCache("ScalarArguments", "XLA_DISPATCH_CACHE_SIZE", 4096)
+_recent_dynamic_args = _dynamic_args.recent.get
 
 
 def _scalar_args(func):
-    info = _dynamic_args.recent.get(id(func)) or _dynamic_args.get(id(func))
+    info = _recent_dynamic_args(id(func)) or _dynamic_args.get(id(func))
     if info is None:
         args = func._schema.arguments
         flags = tuple(_is_scalar_type(a.type) for a in args)
@@ -167,6 +168,7 @@ def _run_eagerly(lowering, template, inputs, scalars, device):
 _ENGINE_OPS = {}  # op -> handler
 # id(op) -> (engine op, lowering)
 _routes = GenerationCache("Route", "XLA_DISPATCH_CACHE_SIZE", 4096)
+_recent_route = _routes.recent.get
 
 
 def engine_op(*ops, with_op=False):
@@ -181,7 +183,7 @@ def engine_op(*ops, with_op=False):
 
 
 def dispatch(func, args, kwargs):
-    route = _routes.recent.get(id(func)) or _routes.get(id(func))
+    route = _recent_route(id(func)) or _routes.get(id(func))
     if route is None:
         route = (_ENGINE_OPS.get(func), REGISTRY.get(func))
         _routes.put(id(func), route)

@@ -20,6 +20,7 @@ from .tensor import XLATensor
 
 aten = torch.ops.aten
 _cache = GenerationCache("Meta", "XLA_IR_SHAPE_CACHE_SIZE", 12288)
+_recent = _cache.recent.get
 
 
 def _to_meta(obj):
@@ -75,7 +76,7 @@ def meta_outputs(func, args, kwargs, sig):
     """(structure, avals) of the op's outputs: structure is 't' for one tensor, or a tuple or
     list of 't' for several. `sig` is the call's hashable signature (the cache key)."""
     key = (id(func), sig)
-    hit = _cache.recent.get(key) or _cache.get(key)
+    hit = _recent(key) or _cache.get(key)
     if hit is not None:
         return hit
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
