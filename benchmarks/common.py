@@ -61,8 +61,13 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     xla=True)`), the JAX floor (`jax_step_fn()` -> (step, sync, compile)) and eager PyTorch on
     the CPU (`torch_step_fn('cpu', xla=False)`)."""
     import torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as met
     ours = torch_step_fn(xm.xla_device(), True)
+    xm.wait_device_ops()
+    met.clear_counters()
     ours_first = first_step_time(ours, xm.wait_device_ops)
+    probes = {"first_probes": met.counter_value("ErrorProbe") or 0,
+              "first_full_size_probes": met.counter_value("FullSizeErrorProbe") or 0}
     ours_t = steady_time(ours, xm.wait_device_ops, blocks=blocks, steps_per_block=steps_per_block)
     ours_mem = peak_step_bytes(last_torch_xla_program())
     jstep, jsync, jcompile = jax_step_fn()
@@ -74,6 +79,6 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     report(name, {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,
                   "ours/jax": ours_t / jax_t, "ours/eager": ours_t / eager_t,
                   "first_ours_s": ours_first, "first_jax_s": jax_first,
-                  "first_ratio": ours_first / jax_first,
+                  "first_ratio": ours_first / jax_first, **probes,
                   "peak_ours_mb": ours_mem / 2**20, "peak_jax_mb": jax_mem / 2**20,
                   "peak_ratio": ours_mem / jax_mem})

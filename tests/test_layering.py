@@ -25,7 +25,7 @@ STAGES = (
     ("torch_xla._lazy.lowering",),  # and every module under it
     ("torch_xla._lazy.tensor", "torch_xla._lazy.replicated"),
     ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.compile_cache"),
-    ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics"),
+    ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics", "torch_xla._lazy.caches"),
 )
 ENGINE = "torch_xla._lazy"
 

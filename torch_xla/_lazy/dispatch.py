@@ -15,6 +15,7 @@ import torch
 from torch._decomp import decomposition_table
 
 from . import metrics, rng, runtime
+from .caches import GenerationCache
 from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
 from .ir import In, Node, Sc, Value, fill_template
@@ -35,16 +36,19 @@ def _is_scalar_type(t) -> bool:
     return isinstance(t, (torch.NumberType, torch.TensorType))
 
 
-_dynamic_args = {}  # op -> (positional flags, kwarg names) of Scalar-typed arguments
+# id(op) -> (positional flags, kwarg names) of Scalar-typed arguments
+_dynamic_args = GenerationCache("ScalarArguments", "XLA_DISPATCH_CACHE_SIZE", 4096)
+_recent_dynamic_args = _dynamic_args.recent.get
 
 
 def _scalar_args(func):
-    info = _dynamic_args.get(id(func))
+    info = _recent_dynamic_args(id(func)) or _dynamic_args.get(id(func))
     if info is None:
         args = func._schema.arguments
         flags = tuple(_is_scalar_type(a.type) for a in args)
         names = frozenset(a.name for a, f in zip(args, flags) if f)
-        info = _dynamic_args[id(func)] = (flags, names)
+        info = (flags, names)
+        _dynamic_args.put(id(func), info)
     return info
 
 
@@ -61,6 +65,8 @@ def _encode_call(func, args, kwargs, dynamic):
         t = type(obj)
         if t is XLATensor:
             v = obj._value
+            if v.data is None and v.node is None:
+                raise v.failure()
             if state[0] is None:
                 state[0] = v.device
             elif v.device != state[0]:
@@ -160,7 +166,9 @@ def _run_eagerly(lowering, template, inputs, scalars, device):
 # ---- the entry ---------------------------------------------------------------------------
 
 _ENGINE_OPS = {}  # op -> handler
-_routes = {}      # id(op) -> (engine op, lowering): OpOverloads live as long as the process
+# id(op) -> (engine op, lowering)
+_routes = GenerationCache("Route", "XLA_DISPATCH_CACHE_SIZE", 4096)
+_recent_route = _routes.recent.get
 
 
 def engine_op(*ops, with_op=False):
@@ -169,15 +177,16 @@ def engine_op(*ops, with_op=False):
     def register(fn):
         for op in ops:
             _ENGINE_OPS[op] = functools.partial(fn, op) if with_op else fn
-            _routes.pop(id(op), None)
+            _routes.discard(id(op))
         return fn
     return register
 
 
 def dispatch(func, args, kwargs):
-    route = _routes.get(id(func))
+    route = _recent_route(id(func)) or _routes.get(id(func))
     if route is None:
-        route = _routes[id(func)] = (_ENGINE_OPS.get(func), REGISTRY.get(func))
+        route = (_ENGINE_OPS.get(func), REGISTRY.get(func))
+        _routes.put(id(func), route)
     engine, lowering = route
     if engine is not None:
         return engine(*args, **kwargs)

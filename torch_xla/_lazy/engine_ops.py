@@ -5,8 +5,9 @@ registered with the dispatch entry by `@engine_op`.
 """
 import torch
 
+from . import debug
 from .dispatch import dispatch, engine_op, trace
-from .execution import from_cpu, to_cpu
+from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
 from .tensor import XLATensor, dispatch_depth, to_functional, wrap
 
@@ -83,10 +84,20 @@ def _equal(a, b):
 
 @engine_op(aten._linalg_check_errors.default)
 def _linalg_check_errors(info, api_name, is_matrix):
-    """PyTorch's error for a failed factorization (`info` != 0): one bool read from the
-    device (a sync, as on CUDA), then PyTorch's own check on the CPU for its message."""
-    if _local_scalar_dense(dispatch(aten.any.default, (info,), {})):
-        torch.ops.aten._linalg_check_errors(to_cpu(info._value), api_name, is_matrix=is_matrix)
+    """PyTorch's error for a failed factorization (`info` != 0). PyTorch checks at the op;
+    here the check waits for the program that computes `info` (the end of the step, or a
+    host read before it), so it costs no device run of its own. The error is PyTorch's
+    own, from its check on the CPU copy, naming the user's line that called the op."""
+    where = debug.user_frame()
+
+    def check(cpu_info):
+        try:
+            aten._linalg_check_errors(cpu_info, api_name, is_matrix=is_matrix)
+        except RuntimeError as e:
+            line = f" at {where[0]}: {where[1]}" if where else ""
+            raise type(e)(f"{e}\n(on XLA checked once the step's program ran, not at the op: "
+                          f"{api_name} was called{line})") from None
+    defer_check(info._value, check)
 
 
 @engine_op(aten.lift_fresh.default)

@@ -1,18 +1,26 @@
 """Output shapes and dtypes of a traced op, from PyTorch's own kernels.
 
 PyTorch's meta kernels give each op's outputs; they are run once per (op, argument
-signature) and cached. Errors must be PyTorch's own, raised at the op: on a meta error, and
-for ops whose meta kernels check less than their CPU kernels, PyTorch's CPU kernel is run
-on stand-ins of the arguments (zero-stride tensors of the same shapes, or one-element
-tensors for pointwise ops) so users get the CPU's message.
+signature) and cached. Errors must be PyTorch's own, raised at the op, so PyTorch's CPU
+kernel is probed on stand-ins of the arguments:
+- for ops whose meta kernels check less than their CPU kernels (dtype rules of pointwise
+  ops, mixed dtypes and empty inputs of the matmul family), on tensors of the same dtypes
+  and ranks whose sizes are min(size, 1) (empty inputs stay empty, shapes that fit
+  still fit): counted as `ErrorProbe`, no real work;
+- on the error path only (a meta kernel or that probe raised), on zero-stride tensors of
+  the same shapes, for the message the CPU gives for them (it may name the sizes):
+  counted as `FullSizeErrorProbe`.
 """
 import torch
 from torch.utils import _pytree as pytree
 
+from . import metrics
+from .caches import GenerationCache
 from .tensor import XLATensor
 
 aten = torch.ops.aten
-_cache = {}
+_cache = GenerationCache("Meta", "XLA_IR_SHAPE_CACHE_SIZE", 12288)
+_recent = _cache.recent.get
 
 
 def _to_meta(obj):
@@ -29,23 +37,29 @@ _CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.badd
                 aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default}
 
 
-def _cpu_stand_in(tiny):
-    def stand_in(obj):
-        if isinstance(obj, XLATensor):
-            if tiny:  # pointwise ops: one element per dimension keeps broadcasting and dtypes
-                return torch.ones((1,) * obj.dim(), dtype=obj.dtype)
-            return torch.zeros((), dtype=obj.dtype).expand(obj.shape)
-        if isinstance(obj, torch.device) and obj.type == "xla":
-            return torch.device("cpu")
-        return obj
-    return stand_in
+def _small_stand_in(obj):
+    if isinstance(obj, XLATensor):
+        return torch.ones([min(s, 1) for s in obj.shape], dtype=obj.dtype)
+    if isinstance(obj, torch.device) and obj.type == "xla":
+        return torch.device("cpu")
+    return obj
 
 
-def cpu_error(func, args, kwargs, tiny=False):
+def _full_stand_in(obj):
+    if isinstance(obj, XLATensor):
+        return torch.zeros((), dtype=obj.dtype).expand(obj.shape)
+    if isinstance(obj, torch.device) and obj.type == "xla":
+        return torch.device("cpu")
+    return obj
+
+
+def cpu_error(func, args, kwargs, full_size=False):
     """The error PyTorch's CPU kernel raises for these arguments (its message is the one
-    users know), or None. Runs on zero-stride tensors of the same shapes and dtypes, or for
-    pointwise ops (`tiny`) on one-element tensors of the same dtypes and ranks."""
-    cargs, ckwargs = pytree.tree_map(_cpu_stand_in(tiny), (args, kwargs))
+    users know), or None. Runs on tensors of sizes min(size, 1), or (`full_size`) on
+    zero-stride tensors of the same shapes; both of the same dtypes and ranks."""
+    metrics.count("FullSizeErrorProbe" if full_size else "ErrorProbe")
+    stand_in = _full_stand_in if full_size else _small_stand_in
+    cargs, ckwargs = pytree.tree_map(stand_in, (args, kwargs))
     try:
         func(*cargs, **ckwargs)
     except (RuntimeError, ValueError, IndexError, TypeError, ZeroDivisionError) as e:
@@ -62,18 +76,21 @@ def meta_outputs(func, args, kwargs, sig):
     """(structure, avals) of the op's outputs: structure is 't' for one tensor, or a tuple or
     list of 't' for several. `sig` is the call's hashable signature (the cache key)."""
     key = (id(func), sig)
-    hit = _cache.get(key)
+    hit = _recent(key) or _cache.get(key)
     if hit is not None:
         return hit
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
     try:
         out = func(*margs, **mkwargs)
     except (RuntimeError, ValueError, IndexError, TypeError) as e:
-        raise (cpu_error(func, args, kwargs) or e) from None
+        raise (cpu_error(func, args, kwargs, full_size=True) or e) from None
     if func in _CPU_CHECKED or _is_pointwise(func):
-        error = cpu_error(func, args, kwargs, tiny=func not in _CPU_CHECKED)
-        if error is not None:
-            raise error
+        # the error path: the message from the same shapes (and no error where the small
+        # sizes alone made one)
+        if cpu_error(func, args, kwargs) is not None:
+            error = cpu_error(func, args, kwargs, full_size=True)
+            if error is not None:
+                raise error
     if isinstance(out, torch.Tensor):
         result = ("t", ((tuple(out.shape), out.dtype),))
     elif isinstance(out, (tuple, list)) and all(o is None or isinstance(o, torch.Tensor) for o in out):
@@ -82,5 +99,5 @@ def meta_outputs(func, args, kwargs, sig):
         result = (type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out))
     else:
         raise NotImplementedError(f"{func}: output {type(out).__name__} is not a tensor")
-    _cache[key] = result
+    _cache.put(key, result)
     return result

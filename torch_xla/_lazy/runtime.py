@@ -73,7 +73,9 @@ if os.environ.get("PJRT_DEVICE", "CPU").upper() == "CPU":
 # Several processes form one runtime through jax.distributed (its coordination service and,
 # on the CPU, gloo collectives). xmp.spawn sets these variables in each process it starts;
 # a launcher of its own (one process per host, say) may set them too:
-#   TORCH_XLA_COORDINATOR      host:port of process 0's coordination service
+#   TORCH_XLA_COORDINATOR      host:port of process 0's coordination service, which listens
+#                              there only (xmp.spawn: a loopback port) unless
+#   TORCH_XLA_COORDINATOR_BIND host:port (e.g. [::]:port: every interface) says where
 #   TORCH_XLA_NUM_PROCESSES    how many processes in all
 #   TORCH_XLA_PROCESS_ID       this process's index among them
 #   TORCH_XLA_LOCAL_PROCESS_ID this process's index on its host (local ordinal)
@@ -86,10 +88,12 @@ def _join_processes(platform) -> None:
     if platform == "cpu":
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     local = os.environ.get("TORCH_XLA_LOCAL_DEVICE")
+    coordinator = os.environ["TORCH_XLA_COORDINATOR"]
     jax.distributed.initialize(
-        coordinator_address=os.environ["TORCH_XLA_COORDINATOR"], num_processes=count,
+        coordinator_address=coordinator, num_processes=count,
         process_id=int(os.environ["TORCH_XLA_PROCESS_ID"]),
-        local_device_ids=None if local is None else [int(local)])
+        local_device_ids=None if local is None else [int(local)],
+        coordinator_bind_address=os.environ.get("TORCH_XLA_COORDINATOR_BIND", coordinator))
 
 
 def process_count() -> int:

@@ -4,7 +4,10 @@ Each process drives one device (its `xla:0`) and knows every device of the runti
 between them run inside the compiled programs (gloo carries them between CPU processes).
 
 The coordinator (process 0's coordination service) listens on a free loopback port unless
-`TORCH_XLA_COORDINATOR=host:port` is set. Several hosts join one runtime by running `spawn`
+`TORCH_XLA_COORDINATOR=host:port` is set (then there, or where `TORCH_XLA_COORDINATOR_BIND`
+says). When a process fails, the others are killed at once and `spawn` raises with the
+failed one's traceback or exit signal; a collective whose peer is gone ends with a timeout
+(XLA_COLLECTIVE_TIMEOUT seconds). Several hosts join one runtime by running `spawn`
 on each with the same `TORCH_XLA_COORDINATOR` (reachable from all of them), and with
 `TORCH_XLA_NUM_HOSTS` (how many) and `TORCH_XLA_HOST_INDEX` (this one's index) set.
 """
@@ -122,9 +125,11 @@ def _join(procs, pipes):
 
 
 def _stop(procs):
+    """Kills the processes still running (SIGKILL: jax handles SIGTERM as a preemption
+    notice and keeps running)."""
     for p in procs:
         if p.is_alive():
-            p.terminate()
+            p.kill()
     for p in procs:
         p.join(5)
 

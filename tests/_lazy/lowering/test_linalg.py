@@ -1,10 +1,13 @@
+import inspect
 import math
 
 import pytest
 import torch
 
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
 from tests._lazy.lowering._helpers import seeded_randn
-from tests.conftest import check, check_lowered, to_xla
+from tests.conftest import assert_same, check, check_lowered, to_xla
 
 
 def _rand(*shape, seed=0, dtype=torch.float32):
@@ -181,10 +184,52 @@ def test_singular_inputs():
     (lambda a: torch.linalg.solve(a, a[0]), torch.ones(2, 3, 3), r"\(Batch element 0\)"),
 ])
 def test_failed_factorizations_raise_pytorchs_error(fn, a, message):
+    """PyTorch raises at the op; on XLA the check waits for the step's program."""
     with pytest.raises(torch.linalg.LinAlgError, match=message):
         fn(a)
     with pytest.raises(torch.linalg.LinAlgError, match=message):
         fn(to_xla(a))
+        xm.mark_step()
+
+
+def _executions():
+    data = met.metric_data("ExecuteTime")
+    return data[0] if data else 0
+
+
+def test_linalg_checks_in_a_training_step_add_no_execution():
+    """inv's and cholesky's info checks join the step's program: one execution per step."""
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(4, 4, device=xm.xla_device()))
+    opt = torch.optim.SGD([w], lr=0.01)
+    eye = 4 * torch.eye(4, device=xm.xla_device())
+    xm.mark_step()
+    per_step = []
+    for _ in range(3):
+        before = _executions()
+        opt.zero_grad()
+        a = w @ w.T + eye
+        loss = torch.linalg.inv(a).sum() + torch.linalg.cholesky(a).sum()
+        loss.backward()
+        xm.optimizer_step(opt, barrier=True)
+        per_step.append(_executions() - before)
+    assert per_step == [1, 1, 1]
+    expected = torch.linalg.inv(w.detach().cpu() @ w.detach().cpu().T + 4 * torch.eye(4))
+    assert_same(torch.linalg.inv(w @ w.T + eye), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_singular_matrix_raises_at_mark_step_naming_the_op_and_line():
+    x = torch.ones(3, device=xm.xla_device())
+    singular = torch.zeros(3, 3, device=xm.xla_device())
+    line = inspect.currentframe().f_lineno + 1
+    y = torch.linalg.inv(singular) @ x
+    with pytest.raises(torch.linalg.LinAlgError) as info:
+        xm.mark_step()
+    message = str(info.value)
+    assert message.startswith("linalg.inv: The diagonal element 1 is zero")
+    assert f"{__file__}:{line}" in message and "torch.linalg.inv(singular)" in message
+    assert y.shape == (3,) and x.cpu().tolist() == [1.0, 1.0, 1.0]  # the step's values exist
+    xm.mark_step()  # the check was made once
 
 
 GRADS = {
