@@ -124,3 +124,13 @@ def get_master_ip() -> str:
         return coordinator.rpartition(":")[0]
     raise RuntimeError(f"IP discovery not supported for device: {device_type()} "
                        f"(set TORCH_XLA_COORDINATOR=host:port)")
+
+
+def is_spmd() -> bool:
+    """Always False: this torch_xla has no SPMD mode (see torch_xla.distributed.spmd)."""
+    return False
+
+
+def use_spmd(auto: bool = False) -> None:
+    raise NotImplementedError("torch_xla.runtime.use_spmd: SPMD mode is not available in this "
+                              "torch_xla (one program per replica)")

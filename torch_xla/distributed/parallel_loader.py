@@ -211,6 +211,8 @@ class MpDeviceLoader:
         self._device = device
         self._parallel_loader_kwargs = kwargs
         self._parallel_loader = None
+        if hasattr(loader, "dataset"):  # read as a DataLoader's by clients (accelerate's save_state)
+            self.dataset = loader.dataset
 
     def __iter__(self):
         if self._parallel_loader is not None:
@@ -220,9 +222,3 @@ class MpDeviceLoader:
 
     def __len__(self):
         return len(self._loader)
-
-    @property
-    def dataset(self):
-        """The wrapped loader's dataset: clients (accelerate's save_state) read it as they
-        would a DataLoader's."""
-        return self._loader.dataset
