@@ -45,3 +45,33 @@ def cpu_loss(model, dataset, batch_size):
         losses = [model(input_ids=dataset.ids[i:i + batch_size], labels=dataset.labels[i:i + batch_size]).loss
                   for i in range(0, len(dataset), batch_size)]
     return float(torch.stack(losses).mean())
+
+
+def train(out_dir, epochs=2, optim="adamw_torch", samples=64):
+    """A Trainer that trains (`samples` sequences, batches of 8 per replica), evaluates and
+    saves the tiny model; returns what a test checks."""
+    import torch_xla.debug.metrics as met
+    from transformers import Trainer, TrainingArguments
+    args = TrainingArguments(
+        output_dir=out_dir, per_device_train_batch_size=8, per_device_eval_batch_size=8,
+        num_train_epochs=epochs, learning_rate=1e-2, logging_steps=2, save_strategy="no",
+        report_to=[], seed=0, optim=optim, disable_tqdm=True, dataloader_drop_last=True)
+    trainer = Trainer(model=tiny_gpt2(), args=args, train_dataset=PatternDataset(samples),
+                      eval_dataset=PatternDataset(32, seed=1))
+    trainer.train()
+    evaluation = trainer.evaluate()
+    trainer.save_model(os.path.join(out_dir, "final"))
+    return {"device": str(args.device), "world": args.world_size, "index": args.process_index,
+            "model_device": str(next(trainer.model.parameters()).device),
+            "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h],
+            "eval_loss": evaluation["eval_loss"],
+            "weights": {k: v.cpu().tolist() for k, v in trainer.model.state_dict().items()},
+            "fallbacks": sorted(n for n in met.counter_names() if "::" in n)}
+
+
+def replica(index, out_dir):
+    """A replica of torch_xla.launch: trains, writes its result as JSON."""
+    import json
+    result = train(out_dir, epochs=1, samples=128)  # 4 steps of 4 x 8
+    with open(os.path.join(out_dir, f"replica{index}.json"), "w") as f:
+        json.dump(result, f)
