@@ -144,3 +144,23 @@ def _xla_metrics_report() -> str:
 
 def _xla_counter_value(name: str):
     return _metrics.counter_value(name)
+
+
+def _barrier(*xs):
+    return jax.lax.optimization_barrier(tuple(xs))
+
+
+def _xla_optimization_barrier_(tensors) -> None:
+    """Puts `tensors` (on one device) behind an XLA optimization barrier, in place: the
+    compiler may not move computations across it, nor merge what comes after it with what
+    came before (gradient checkpointing relies on that to recompute). Autograd sees no
+    change: each tensor's value is replaced under it, as torch_xla does."""
+    from torch_xla._lazy import collectives as _coll
+    from torch_xla._lazy.lowering import Lowering
+    tensors = list(tensors)
+    if not tensors:
+        return
+    op = Lowering("xla::optimization_barrier", _barrier, static_scalars=True, rng=False, dynamic_shape=False)
+    outs = _coll.apply(op, tensors, [_coll.aval(t) for t in tensors])
+    for t, out in zip(tensors, outs):
+        _tensor.unwrap(t)._value = _tensor.unwrap(out)._value

@@ -563,6 +563,12 @@ def save(data, file_or_path, master_only: bool = True, global_master: bool = Fal
             torch.save(cpu_data, file_or_path)
 
 
+def optimization_barrier_(tensors) -> None:
+    """Keeps XLA from moving computations across `tensors` (updated in place): e.g. from
+    merging the recomputation of a checkpointed block with its first computation."""
+    torch_xla._XLAC._xla_optimization_barrier_(tensors)
+
+
 # ---- the program that would run ----------------------------------------------------------
 
 def get_stablehlo(tensors=None) -> str:
