@@ -86,10 +86,11 @@ def _device_index(device) -> int:
     return index
 
 
-def master_print(*args, fd=sys.stdout, local: bool = False, flush: bool = False) -> None:
-    """`print(*args)` on the master replica only (the global one; `local`: each host's)."""
+def master_print(*args, fd=None, local: bool = False, flush: bool = False) -> None:
+    """`print(*args)` to `fd` (default: sys.stdout) on the master replica only (the global
+    one; `local`: each host's)."""
     if is_master_ordinal(local=local):
-        print(*args, file=fd, flush=flush)
+        print(*args, file=fd or sys.stdout, flush=flush)
 
 
 class RateTracker:
