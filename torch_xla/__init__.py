@@ -10,3 +10,4 @@ from .version import __version__  # noqa: F401
 from .torch_xla import *  # noqa: F401,F403
 from . import _XLAC, runtime  # noqa: F401,E402
 from .core import xla_model  # noqa: F401,E402
+from .distributed import xla_backend  # noqa: F401,E402  (registers the 'xla' torch.distributed backend)
