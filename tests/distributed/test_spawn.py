@@ -33,3 +33,8 @@ def test_one_process_runs_in_this_process():
     out = []
     xmp.spawn(_record, args=(out,), nprocs=1)
     assert out == [(0, 1, 0, True)]
+
+
+def test_fork_after_the_runtime_started_is_refused(dev):
+    with pytest.raises(RuntimeError, match="Runtime is already initialized"):
+        xmp.spawn(_record, args=([],), nprocs=2, start_method="fork")

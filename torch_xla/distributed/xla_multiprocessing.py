@@ -70,6 +70,10 @@ def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn
     if count == 1 and hosts == 1:
         fn(0, *args)
         return None
+    import torch_xla.runtime as xr
+    if start_method == "fork" and xr.is_initialized():
+        raise RuntimeError("Runtime is already initialized: with start_method='fork' the processes "
+                           "would inherit it. Do not use the XLA device before calling xmp.spawn.")
     host = int(os.environ.get("TORCH_XLA_HOST_INDEX", "0"))
     coordinator = os.environ.get("TORCH_XLA_COORDINATOR") or f"127.0.0.1:{_free_port()}"
     ctx = multiprocessing.get_context(start_method)
