@@ -43,7 +43,7 @@ def _device_count() -> int:
 def _child(index, fn, args, layout, errors):
     """A spawned process: joins the runtime, runs fn(index, *args). On an error it reports
     the traceback and leaves at once (os._exit: jax's exit handler would wait for the others
-    at a shutdown barrier)."""
+    at a shutdown barrier). On success it leaves as a process ends (`_leave`)."""
     try:
         os.environ.update(layout)
         if runtime.device_type() == "CPU":
@@ -57,6 +57,23 @@ def _child(index, fn, args, layout, errors):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
+    _leave()
+
+
+def _leave():
+    """Ends a spawned process that succeeded: what a process does at its end (the user's
+    threads finish, multiprocessing's finalizers flush queues, atexit handlers run, jax's
+    among them), then os._exit, which skips tearing the interpreter's objects down: with
+    the runtime's collectives set up, that teardown alone takes several seconds."""
+    import atexit
+    import multiprocessing.util
+    import threading
+    threading._shutdown()
+    multiprocessing.util._exit_function()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn"):
