@@ -57,8 +57,9 @@ def initialize_cache(path: str, readonly: bool = False) -> None:
 
 
 def is_initialized() -> bool:
-    """Whether the runtime has started (its devices are known)."""
-    return _rt.jax_devices.cache_info().currsize > 0
+    """Whether the runtime (jax's PJRT backends) has started in this process."""
+    from jax._src import xla_bridge
+    return xla_bridge.backends_are_initialized()
 
 
 def set_device_type(pjrt_device: str) -> None:
