@@ -3,6 +3,7 @@ Process start-up is slow on a small machine, so one spawned run checks many thin
 import time
 
 import pytest
+import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.distributed.xla_multiprocessing as xmp
@@ -54,3 +55,9 @@ def test_one_process_runs_in_this_process():
     out = []
     xmp.spawn(_record, args=(out,), nprocs=1)
     assert out == [(0, 1, 0, True)]
+
+
+def test_fork_after_the_runtime_started_is_refused(dev):
+    torch.ones(1, device=dev).cpu()  # the runtime has started
+    with pytest.raises(RuntimeError, match="Runtime is already initialized"):
+        xmp.spawn(_record, args=([],), nprocs=2, start_method="fork")

@@ -46,7 +46,7 @@ def _device_count() -> int:
 def _child(index, fn, args, layout, errors):
     """A spawned process: joins the runtime, runs fn(index, *args). On an error it reports
     the traceback and leaves at once (os._exit: jax's exit handler would wait for the others
-    at a shutdown barrier)."""
+    at a shutdown barrier). On success it leaves as a process ends (`_leave`)."""
     try:
         os.environ.update(layout)
         if runtime.device_type() == "CPU":
@@ -60,6 +60,23 @@ def _child(index, fn, args, layout, errors):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
+    _leave()
+
+
+def _leave():
+    """Ends a spawned process that succeeded: what a process does at its end (the user's
+    threads finish, multiprocessing's finalizers flush queues, atexit handlers run, jax's
+    among them), then os._exit, which skips tearing the interpreter's objects down: with
+    the runtime's collectives set up, that teardown alone takes several seconds."""
+    import atexit
+    import multiprocessing.util
+    import threading
+    threading._shutdown()
+    multiprocessing.util._exit_function()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn"):
@@ -73,6 +90,10 @@ def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn
     if count == 1 and hosts == 1:
         fn(0, *args)
         return None
+    import torch_xla.runtime as xr
+    if start_method == "fork" and xr.is_initialized():
+        raise RuntimeError("Runtime is already initialized: with start_method='fork' the processes "
+                           "would inherit it. Do not use the XLA device before calling xmp.spawn.")
     host = int(os.environ.get("TORCH_XLA_HOST_INDEX", "0"))
     coordinator = os.environ.get("TORCH_XLA_COORDINATOR") or f"127.0.0.1:{_free_port()}"
     ctx = multiprocessing.get_context(start_method)

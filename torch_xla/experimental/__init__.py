@@ -1,0 +1,1 @@
+"""torch_xla.experimental: newer APIs (gradient_accumulation)."""
