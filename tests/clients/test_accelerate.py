@@ -40,9 +40,6 @@ def test_training_on_one_device_matches_sgd_on_the_cpu(tmp_path, fresh_state):
     assert result["restored"] and "pytorch_model.bin" in result["files"]
 
 
-@pytest.mark.xfail(strict=True, reason="safetensors' load (accelerate's default) reads "
-                   "untyped_storage().data_ptr() of XLA parameters, which raises here instead "
-                   "of returning 0 as torch_xla does (an engine change)")
 def test_load_state_of_a_safetensors_checkpoint(tmp_path, fresh_state):
     result = _accelerate.train(str(tmp_path), epochs=1, safe_serialization=True)
     assert result["restored"] and "model.safetensors" in result["files"]
