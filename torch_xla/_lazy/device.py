@@ -15,6 +15,7 @@ import torch.utils.cpp_extension
 from . import rng
 from .dispatch import dispatch
 from .execution import from_cpu
+from .frames import run_without_dynamo
 from .tensor import to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
@@ -135,5 +136,6 @@ def install() -> None:
         op = getattr(getattr(torch.ops.aten, packet), overload or "default")
         per_op.impl(name, functools.partial(_factory, op), "XLA")
     _libs.extend([fallback, per_op])
+    run_without_dynamo(_factory, _copy_from)
     _hook_manual_seed()
     _patch_storage_data_ptr()

@@ -12,6 +12,8 @@ import warnings
 
 import torch
 
+from .frames import run_without_dynamo
+
 aten = torch.ops.aten
 _FUNCTIONALIZE = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
 
@@ -77,5 +79,7 @@ def install() -> None:
         for name, functional in _HOT.items():
             packet, _, overload = name.partition(".")
             inplace = getattr(getattr(aten, packet), overload or "default")
-            lib.impl(name, _kernel(inplace, functional), "Functionalize")
+            kernel = _kernel(inplace, functional)
+            lib.impl(name, kernel, "Functionalize")
+    run_without_dynamo(kernel)
     _libs.append(lib)

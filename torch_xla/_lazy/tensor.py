@@ -15,6 +15,7 @@ import weakref
 
 import torch
 
+from .frames import run_without_dynamo
 from .ir import Value
 
 # Every XLATensor alive, in creation order (a stable order keeps graph keys stable): weak
@@ -67,6 +68,9 @@ class XLATensor(torch.Tensor):
 
     def __repr__(self):
         return f"XLATensor({list(self.shape)}, {self.dtype}, xla:{self._value.device})"
+
+
+run_without_dynamo(XLATensor.__torch_dispatch__)
 
 
 def wrap(value: Value) -> XLATensor:

@@ -76,6 +76,31 @@ def load_all() -> None:
                 raise
 
 
+def _is_scalar_type(t) -> bool:
+    if isinstance(t, torch.OptionalType):
+        t = t.getElementType()
+    if isinstance(t, torch.ListType):
+        t = t.getElementType()
+    return isinstance(t, (torch.NumberType, torch.TensorType))
+
+
+_scalar_args = {}  # id(op) -> (positional flags, kwarg names) of Scalar-typed arguments
+
+
+def scalar_arguments(func):
+    """Which arguments of `func` a lowering receives as values: Scalar-typed ones, and
+    Tensor-typed ones (where a Python number arrives as a wrapped number, as in `x * 0.5`).
+    Their Python numbers reach the lowering as weakly typed 0-d jax values (the lazy path
+    makes them program parameters). (positional flags, keyword names)."""
+    info = _scalar_args.get(id(func))
+    if info is None:
+        args = func._schema.arguments
+        flags = tuple(_is_scalar_type(a.type) for a in args)
+        names = frozenset(a.name for a, f in zip(args, flags) if f)
+        info = _scalar_args[id(func)] = (flags, names)
+    return info
+
+
 def call_lowering(op, template, inputs, scalars, avals):
     """Runs lowering `op` of a recorded node on jax values (tracers while a program is
     compiled): its outputs as a tuple, each cast to PyTorch's dtype and checked against
