@@ -133,11 +133,11 @@ class _Plan:
         start = time.perf_counter_ns()
         fn, n = self.fn, len(values)
         kept = [i for i in range(n) if i not in set(donated)]
-        order = sorted(range(n), key=lambda i: (list(donated) + kept).index(i))
+        leaf_of = {i: k for k, i in enumerate(list(donated) + kept)}  # input -> argument
 
         def program_fn(donated_bufs, kept_bufs, seeds):
             leaves = donated_bufs + kept_bufs
-            return fn(tuple(leaves[order[i]] for i in range(n)), seeds)
+            return fn(tuple(leaves[leaf_of[i]] for i in range(n)), seeds)
 
         placement = SingleDeviceSharding(runtime.jax_device(device))
         jitted = jax.jit(program_fn, donate_argnums=(0,) if donated else (), out_shardings=placement)

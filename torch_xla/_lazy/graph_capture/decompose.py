@@ -25,6 +25,18 @@ def _decompositions():
     return {op: fn for op, fn in decomposition_table.items() if not handled(op)}
 
 
+def export_decompositions():
+    """The decompositions `ExportedProgram.run_decompositions` gets: torch.export's own
+    (down to core ATen), less those of ops lowered as they are, plus PyTorch's others for
+    ops without a lowering."""
+    table = torch.export.default_decompositions()
+    for op in list(table.keys()):
+        if handled(op):
+            table.pop(op)
+    table.update(_decompositions())
+    return table
+
+
 def _fakes(mode, args):
     """Fake tensors in `mode` with the shapes, strides, dtypes and devices of `args`'
     tensors (other arguments as they are)."""

@@ -13,11 +13,13 @@ A graph holding an op that cannot be part of one program (no lowering, an output
 depends on values, a read of a value by the host, a collective, a copy to the CPU) raises
 `Unsupported`, naming the ops.
 """
+import functools
 import operator
 
 import jax.numpy as jnp
 import torch
 from torch import fx
+from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from .. import runtime
 from ..execution import materialize
@@ -66,19 +68,41 @@ def handled(op) -> bool:
             or op in _PYTHON_OPS or op in (aten.copy.default, aten.copy_.default, operator.getitem))
 
 
-def aval_of(val):
-    """(shape, dtype) of a node's tensor value, or None for a value that is not a tensor."""
+def aval_of(val, symbols=None):
+    """(shape, dtype) of a node's tensor value, or None for a value that is not a tensor.
+    Symbolic sizes become jax's symbolic dimensions (`symbols`: name -> dimension)."""
     if isinstance(val, torch.Tensor):
-        return tuple(val.shape), val.dtype
+        return tuple(dim_of(s, symbols) for s in val.shape), val.dtype
     return None
 
 
-def _avals(val):
-    """The node's output avals as `call_lowering` takes them (outputs the op leaves out,
-    None in PyTorch's result, are absent)."""
-    if isinstance(val, (tuple, list)):
-        return tuple(aval_of(v) for v in val if v is not None)
-    return (aval_of(val),)
+def dim_of(size, symbols):
+    """A size as jax takes it: an int, or for a symbolic size of torch.export the same
+    expression over jax's symbolic dimensions."""
+    if isinstance(size, int):
+        return size
+    if symbols is None:
+        raise Unsupported([f"symbolic size {size}"])
+    return _sympy_to_jax(size.node.expr, symbols)
+
+
+def _sympy_to_jax(expr, symbols):
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        return symbols[expr.name]
+    args = [_sympy_to_jax(a, symbols) for a in expr.args]
+    if expr.is_Add:
+        return functools.reduce(operator.add, args)
+    if expr.is_Mul:
+        return functools.reduce(operator.mul, args)
+    if expr.is_Pow and expr.args[1].is_Integer and int(expr.args[1]) >= 0:
+        return args[0] ** int(expr.args[1])
+    if isinstance(expr, FloorDiv):
+        return args[0] // args[1]
+    if isinstance(expr, (Mod, PythonMod)):
+        return args[0] % args[1]
+    raise Unsupported([f"symbolic size {expr}"])
 
 
 def _cast_to(x, aval):
@@ -107,12 +131,15 @@ class GraphFunction:
     Python value, v None for None.
 
     `constants` gives values of non-tensor placeholders (the graph is specialised on them).
-    `device` is where constant tensors of the graph (get_attr) are placed.
+    `device` is where constant tensors of the graph (get_attr) are placed. `symbols` maps
+    the names of symbolic sizes (torch.export's dynamic dimensions) to jax's symbolic
+    dimensions; without it every size must be concrete.
     """
 
-    def __init__(self, gm: fx.GraphModule, constants=None, device: int = 0):
+    def __init__(self, gm: fx.GraphModule, constants=None, device: int = 0, symbols=None):
         self.gm = gm
         self.device = device
+        self.symbols = symbols
         constants = constants or {}
         self.input_avals, self.mutated_inputs, self.output_refs = [], [], []
         self.n_rng = 0
@@ -146,7 +173,7 @@ class GraphFunction:
     def _placeholder(self, node, val):
         if isinstance(val, torch.Tensor):
             self._placeholders[node] = len(self.input_avals)
-            self.input_avals.append(aval_of(val))
+            self.input_avals.append(aval_of(val, self.symbols))
         else:
             self._constants[node] = val
 
@@ -212,7 +239,9 @@ class GraphFunction:
         if op in (aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.default,
                   aten._unsafe_index_put.default):
             _check_indices(node)
-        avals = _avals(node.meta["val"])
+        val = node.meta["val"]  # outputs the op leaves out (None) have no aval
+        avals = tuple(aval_of(v, self.symbols) for v in (val if isinstance(val, (tuple, list)) else (val,))
+                      if v is not None)
         if op in _EVAL_BATCH_NORMS and not _training(node):
             return self._plan_eval_batch_norm(node, lowering, avals)
         template, in_nodes, scalars = _encode(op, node.args, node.kwargs)
@@ -234,7 +263,7 @@ class GraphFunction:
 
     def _plan_copy(self, node):
         dst, src = node.args[:2]
-        aval = aval_of(node.meta["val"])
+        aval = aval_of(node.meta["val"], self.symbols)
         if node.target is aten.copy_.default:
             if dst not in self._placeholders:
                 raise Unsupported([f"copy_ into {dst} (not an input of the graph)"])
@@ -247,7 +276,7 @@ class GraphFunction:
         here = source.meta["val"].device if isinstance(source, fx.Node) else None
         if target is not None and here is not None and torch.device(target).type != here.type:
             raise Unsupported([f"_to_copy from {here} to {target} (a transfer)"])
-        aval = aval_of(node.meta["val"])
+        aval = aval_of(node.meta["val"], self.symbols)
         return lambda env, seeds: _cast_to(env[source], aval)
 
     def _plan_eval_batch_norm(self, node, lowering, avals):
