@@ -308,3 +308,11 @@ def get_stablehlo(tensors=None) -> str:
     compiler lowers it."""
     from torch_xla._lazy import graph_dump
     return graph_dump.program_text(tensors, "stablehlo")
+
+
+def get_stablehlo_bytecode(tensors=None) -> bytes:
+    """The StableHLO of the program that `mark_step` would compile for `tensors` (default:
+    every pending tensor on the first device) as bytecode: a versioned StableHLO portable
+    artifact."""
+    from torch_xla._lazy import graph_dump
+    return graph_dump.program_bytecode(tensors)

@@ -15,6 +15,7 @@ import functools
 import jax
 import numpy as np
 import torch
+from jaxlib.mlir.dialects import stablehlo as hlo
 
 from .. import metrics, rng, runtime
 from ..execution import materialize
@@ -43,6 +44,12 @@ class ExportedGraph:
         self.output_avals = output_avals
         self.unused_inputs = unused_inputs
         self.in_spec, self.out_spec = in_spec, out_spec
+
+    @property
+    def stablehlo_version(self) -> str:
+        """The StableHLO version of the bytecode: jax writes it for consumers a month old."""
+        return hlo.get_version_from_compatibility_requirement(
+            hlo.StablehloCompatibilityRequirement.WEEK_4)
 
     def text(self) -> str:
         return self.exported.mlir_module()
