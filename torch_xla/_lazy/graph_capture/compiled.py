@@ -16,8 +16,10 @@ found in the cache of identical graphs: `CachedCompile`), runs as `DynamoExecute
 """
 import collections
 import time
+import weakref
 
 import jax
+import jax.numpy as jnp
 import torch
 from jax.sharding import SingleDeviceSharding
 
@@ -25,7 +27,7 @@ from .. import debug, metrics, rng, runtime
 from ..execution import from_cpu, materialize
 from ..frames import run_without_dynamo
 from ..ir import Value
-from ..tensor import XLATensor, live_values, to_functional, unwrap, wrap
+from ..tensor import XLATensor, live_tensors, to_functional, unwrap, wrap
 from . import decompose
 from .fx_lowering import GraphFunction, Unsupported, aval_of
 
@@ -77,7 +79,9 @@ run_without_dynamo(CompiledGraph.__call__)
 
 
 class _Plan:
-    """One lowered graph and its programs (one per choice of donated inputs)."""
+    """One lowered graph and its program on each device. The program takes the buffers of
+    the inputs the graph writes as donated arguments: each is the input's own buffer when
+    nothing else can read it later (`_donatable`), else a copy of it."""
 
     def __init__(self, fn: GraphFunction):
         self.fn = fn
@@ -86,7 +90,9 @@ class _Plan:
         self.tensor_args = [i for i, n in enumerate(
             n for n in fn.gm.graph.nodes if n.op == "placeholder") if n in fn._placeholders]
         self.mutated = fn.mutated_inputs
-        self.programs = {}
+        self.owners = {}    # mutated input -> the XLATensors that took its value last call
+        self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
+        self.programs = {}  # device -> compiled program
         self.key = None if fn.has_tensor_constants else (fn.gm.code, tuple(self.avals))
 
     def run(self, args):
@@ -96,21 +102,24 @@ class _Plan:
         pending = [v for v in values if v.node is not None]
         if pending:
             materialize(pending)
-        donated = _donatable(values, self.mutated, device)
-        program = self.programs.get((donated, device))
+        program = self.programs.get(device)
         if program is None:
-            program = self.programs[(donated, device)] = self._compile(values, donated, device)
+            program = self.programs[device] = self._compile(values, device)
         seeds = tuple(rng.next_seed(device) for _ in range(self.fn.n_rng))
-        donated_set = set(donated)
-        args_d = tuple(values[i].data for i in donated)
-        args_k = tuple(v.data for i, v in enumerate(values) if i not in donated_set)
+        free = self._donatable(values, device)
+        args_d = tuple(values[i].data if i in free else jnp.copy(values[i].data) for i in self.mutated)
+        args_k = tuple(values[i].data for i in self.kept)
         start = time.perf_counter_ns()
         mutated, outs = program(args_d, args_k, seeds)
         metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
         metrics.count("DynamoExecute")
+        written = {}
         for i, data in zip(self.mutated, mutated):
             shape, dtype = self.avals[i]
-            _write_back(args[self.tensor_args[i]], Value(shape, dtype, device, data=data))
+            written[i] = Value(shape, dtype, device, data=data)
+            _write_back(args[self.tensor_args[i]], written[i])
+        if written:
+            self._record_owners(written, device)
         results = []
         for kind, x in self.fn.output_refs:
             if kind == "value":
@@ -122,8 +131,37 @@ class _Plan:
                 results.append(x)
         return results
 
-    def _compile(self, values, donated, device):
-        key = None if self.key is None else (self.key, donated, device)
+    def _record_owners(self, written, device):
+        """The XLATensors holding each written value right after the write: the input's own
+        (functionalization keeps its storage's base and its current value), no other yet."""
+        by_value = {id(v): i for i, v in written.items()}
+        owners = {i: {} for i in written}  # id -> weak reference (tensors do not hash)
+        for t in live_tensors(device):
+            i = by_value.get(id(t._value))
+            if i is not None:
+                owners[i][id(t)] = weakref.ref(t)
+        self.owners = owners
+
+    def _donatable(self, values, device):
+        """The mutated inputs whose buffers the program may take: every live tensor holding
+        one took it from this graph's last write (an alias the user made since holds it
+        too, and then it stays), no pending computation reads it, no other input is it."""
+        if not self.owners:
+            return set()
+        live = live_tensors(device)
+        buffers = {id(values[i].data): i for i in self.mutated if i in self.owners}
+        foreign = set(_read_by_pending(live))
+        for t in live:
+            i = buffers.get(id(t._value.data))
+            owner = self.owners[i].get(id(t)) if i is not None else None
+            if i is not None and (owner is None or owner() is not t):
+                foreign.add(id(t._value.data))
+        inputs = collections.Counter(id(v.data) for v in values)
+        return {i for i in self.mutated if i in self.owners and id(values[i].data) not in foreign
+                and inputs[id(values[i].data)] == 1}
+
+    def _compile(self, values, device):
+        key = None if self.key is None else (self.key, device)
         program = _programs.get(key) if key is not None else None
         if program is not None:
             metrics.count("CachedCompile")
@@ -131,9 +169,8 @@ class _Plan:
         metrics.count("UncachedCompile")
         metrics.count("DynamoCompile")
         start = time.perf_counter_ns()
-        fn, n = self.fn, len(values)
-        kept = [i for i in range(n) if i not in set(donated)]
-        leaf_of = {i: k for k, i in enumerate(list(donated) + kept)}  # input -> argument
+        fn, n, donated, kept = self.fn, len(values), self.mutated, self.kept
+        leaf_of = {i: k for k, i in enumerate(donated + kept)}  # input -> argument
 
         def program_fn(donated_bufs, kept_bufs, seeds):
             leaves = donated_bufs + kept_bufs
@@ -173,17 +210,21 @@ def _device_of(values):
     return devices.pop() if devices else 0
 
 
-def _donatable(values, mutated, device):
-    """The inputs among `mutated` whose buffers the program may take: no other live tensor
-    holds them, and no pending computation reads them later."""
-    if not mutated:
-        return ()
-    live = live_values(device)
-    if any(v.node is not None for v in live):
-        return ()
-    holders = collections.Counter(id(v.data) for v in live)
-    seen = collections.Counter(id(values[i].data) for i in range(len(values)))
-    return tuple(i for i in mutated if holders[id(values[i].data)] <= 1 and seen[id(values[i].data)] == 1)
+def _read_by_pending(live):
+    """ids of the buffers that pending computations of live tensors will read."""
+    buffers, seen = set(), set()
+    stack = [t._value.node for t in live if t._value.node is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for v in node.inputs:
+            if v.node is not None:
+                stack.append(v.node)
+            else:
+                buffers.add(id(v.data))
+    return buffers
 
 
 def _write_back(t, value):
