@@ -13,8 +13,6 @@ import torch_xla.core.xla_model as xm
 from torch_xla import _XLAC
 from torch_xla import stablehlo
 
-pytest.importorskip("flatbuffers", reason="jax.export's serialized modules need flatbuffers "
-                                          "(requirements-ci.txt installs it)")
 
 
 class Small(nn.Module):
@@ -60,6 +58,8 @@ def test_exports_text_and_bytecode_and_runs():
 
 
 def test_saves_and_loads_in_a_fresh_process_without_the_model(tmp_path):
+    pytest.importorskip("flatbuffers", reason="jax.export's serialized modules need flatbuffers "
+                                              "(requirements-ci.txt installs it)")
     model = small_model()
     x, scale = torch.randn(2, 3, 8, 8), torch.tensor(0.5)
     stablehlo.save_torch_model_as_stablehlo(model, (x, scale), str(tmp_path / "model"))

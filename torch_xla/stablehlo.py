@@ -100,7 +100,7 @@ class StableHLOFunc:
     meta: StableHLOFunctionMeta
     bytecode: bytes
     text: Optional[str]
-    jax_exported: bytes = b""  # jax's serialized module: what runs here
+    module: Any = None  # the module as it runs here (saved in jax's serialized form)
 
 
 @dataclass
@@ -151,7 +151,7 @@ class StableHLOGraphModule:
                 inputs.append(None)
             else:
                 inputs.append(flat[loc.position])
-        results = _export.run_exported(func.jax_exported, inputs)
+        results = func.module.run(inputs)
         if func.meta.output_pytree_spec is not None:
             return pytree.tree_unflatten(results, pytree.treespec_loads(func.meta.output_pytree_spec))
         return results
@@ -235,7 +235,7 @@ def _exported_program_to_stablehlo_bundle(exported_model, options) -> StableHLOM
     state = {name: t.numpy() for name, t in graph.state.items()} if options.export_weights else {}
     func = StableHLOFunc(meta, graph.bytecode(),
                          graph.text() if options.include_human_readable_text else None,
-                         graph.serialized())
+                         graph.module())
     return StableHLOModelBundle(state_dict=state, additional_constants=[], stablehlo_funcs=[func])
 
 
@@ -280,7 +280,7 @@ def _save_program_bundle(bundle, stablehlo_dir, options=None) -> None:
         with open(base + ".bytecode", "wb") as f:
             f.write(func.bytecode)
         with open(base + ".jax", "wb") as f:
-            f.write(func.jax_exported)
+            f.write(func.module.serialized())
         if func.text is not None:
             with open(base + ".mlir", "w") as f:
                 f.write(func.text)
@@ -312,10 +312,10 @@ def _load_program_bundle(stablehlo_dir) -> StableHLOModelBundle:
         with open(base + ".bytecode", "rb") as f:
             bytecode = f.read()
         with open(base + ".jax", "rb") as f:
-            serialized = f.read()
+            module = _export.Module.load(f.read())
         text = None
         if os.path.exists(base + ".mlir"):
             with open(base + ".mlir") as f:
                 text = f.read()
-        funcs.append(StableHLOFunc(meta, bytecode, text, serialized))
+        funcs.append(StableHLOFunc(meta, bytecode, text, module))
     return StableHLOModelBundle(state_dict=state, additional_constants=constants, stablehlo_funcs=funcs)

@@ -3,15 +3,13 @@
 `export_program(ep)` brings the program down to ops with lowerings (PyTorch's export
 decompositions, less those of ops lowered as they are), lowers its graph with
 `fx_lowering` and exports the jax function with `jax.export`: StableHLO text, portable
-bytecode, and a serialized form that runs again without the model's code
-(`load_exported`). The module's inputs are the graph's tensor inputs in order: the
+bytecode, and a `Module` that runs it and serializes it in jax's form, which runs again
+without the model's code (`Module.load`). The module's inputs are the graph's tensor inputs in order: the
 program's state (parameters, buffers, constant tensors, by name) and the user's inputs
 (by position), and one int64 seed per random op. Its outputs are the user outputs; the
 program's writes to its buffers are left out, as torch_xla does. Dimensions marked dynamic
 in torch.export are symbolic dimensions of the module.
 """
-import functools
-
 import jax
 import numpy as np
 import torch
@@ -58,9 +56,8 @@ class ExportedGraph:
         """The module as a StableHLO portable artifact (versioned MLIR bytecode)."""
         return bytes(self.exported.mlir_module_serialized)
 
-    def serialized(self) -> bytes:
-        """jax's serialized form of the module (`load_exported` reads it back)."""
-        return bytes(self.exported.serialize())
+    def module(self) -> "Module":
+        return Module(self.exported)
 
 
 def export_program(ep, platforms=None) -> ExportedGraph:
@@ -146,29 +143,37 @@ def _output_vals(gm, positions):
 
 # ---- running a module ------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=64)
-def load_exported(serialized: bytes):
-    """The jax callable of a serialized module, compiled once per input shapes."""
-    exported = jax.export.deserialize(bytearray(serialized))
-    return exported, jax.jit(exported.call)
+class Module:
+    """A StableHLO module ready to run on the XLA devices: from an export, or read back
+    from jax's serialized form (`Module.load`), compiled once per input shapes."""
 
+    def __init__(self, exported):
+        self.exported = exported
+        self._call = jax.jit(exported.call)
 
-def run_exported(serialized: bytes, inputs, device: int = 0):
-    """Runs the module on XLA device `device`: `inputs` are its inputs (tensors on any
-    device, Python numbers for seeds), the results XLA tensors."""
-    exported, call = load_exported(serialized)
-    arrays = []
-    for x, aval in zip(inputs, exported.in_avals):
-        if x is None:  # a seed
-            arrays.append(np.int64(rng.next_seed(device)))
-        elif isinstance(x, torch.Tensor) and x.device.type == "xla":
-            v = x._value if isinstance(x, XLATensor) else unwrap(x)._value
-            materialize([v])
-            arrays.append(v.data)
-        else:
-            arrays.append(runtime.to_device_buffer(torch.as_tensor(x), device))
-    metrics.count("StableHLOExecute")
-    with jax.default_device(runtime.jax_device(device)):
-        outs = call(*arrays)
-    return [to_functional(wrap(Value(tuple(o.shape), runtime.to_torch_dtype(o.dtype), device, data=o)))
-            for o in outs]
+    @classmethod
+    def load(cls, serialized: bytes) -> "Module":
+        return cls(jax.export.deserialize(bytearray(serialized)))
+
+    def serialized(self) -> bytes:
+        return bytes(self.exported.serialize())
+
+    def run(self, inputs, device: int = 0):
+        """Runs the module on XLA device `device`: `inputs` are its inputs (tensors on any
+        device; None for a seed, drawn from the device's generator), the results XLA
+        tensors."""
+        arrays = []
+        for x in inputs:
+            if x is None:
+                arrays.append(np.int64(rng.next_seed(device)))
+            elif isinstance(x, torch.Tensor) and x.device.type == "xla":
+                v = x._value if isinstance(x, XLATensor) else unwrap(x)._value
+                materialize([v])
+                arrays.append(v.data)
+            else:
+                arrays.append(runtime.to_device_buffer(torch.as_tensor(x), device))
+        metrics.count("StableHLOExecute")
+        with jax.default_device(runtime.jax_device(device)):
+            outs = self._call(*arrays)
+        return [to_functional(wrap(Value(tuple(o.shape), runtime.to_torch_dtype(o.dtype), device, data=o)))
+                for o in outs]
