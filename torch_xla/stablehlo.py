@@ -211,6 +211,13 @@ def _location(kind, where):
     return InputLocation.input_arg(where)
 
 
+def _dumps(spec) -> str:
+    try:
+        return pytree.treespec_dumps(spec)
+    except NotImplementedError:  # a type pytree cannot name (torch.return_types): a tuple
+        return pytree.treespec_dumps(pytree.tree_structure(tuple(range(spec.num_leaves))))
+
+
 def _exported_program_to_stablehlo_bundle(exported_model, options) -> StableHLOModelBundle:
     _check_options(options)
     graph = _export.export_program(exported_model)
@@ -230,8 +237,8 @@ def _exported_program_to_stablehlo_bundle(exported_model, options) -> StableHLOM
         output_signature=[_signature(a) for a in graph.output_avals],
         input_locations=[_location(kind, where) for kind, where in graph.input_locations],
         unused_inputs=unused,
-        input_pytree_spec=pytree.treespec_dumps(graph.in_spec),
-        output_pytree_spec=pytree.treespec_dumps(graph.out_spec))
+        input_pytree_spec=_dumps(graph.in_spec),
+        output_pytree_spec=_dumps(graph.out_spec))
     state = {name: t.numpy() for name, t in graph.state.items()} if options.export_weights else {}
     func = StableHLOFunc(meta, graph.bytecode(),
                          graph.text() if options.include_human_readable_text else None,

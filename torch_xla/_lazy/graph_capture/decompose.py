@@ -13,6 +13,7 @@ import functools
 import torch
 from torch import fx
 from torch._decomp import decomposition_table
+from torch._export.utils import _get_decomp_for_cia
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -33,8 +34,15 @@ def export_decompositions():
     for op in list(table.keys()):
         if handled(op):
             table.pop(op)
-    table.update(_decompositions())
+        elif _composite(op):  # its C++ composite, as dispatch runs it on the lazy path
+            table[op] = _get_decomp_for_cia(op)
+    table.update({op: fn for op, fn in _decompositions().items() if not _composite(op)})
     return table
+
+
+def _composite(op) -> bool:
+    return isinstance(op, torch._ops.OpOverload) and torch._C._dispatch_has_kernel_for_dispatch_key(
+        op.name(), torch._C.DispatchKey.CompositeImplicitAutograd)
 
 
 def _fakes(mode, args):

@@ -61,10 +61,19 @@ _PYTHON_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, oper
                torch.sym_max, torch.sym_min, torch.sym_sum}
 
 
+def _copy_variant(op):
+    """The `_copy` form of a view op (`_conj` -> `_conj_copy`): what functionalization turns
+    views into on the lazy path, and what has the lowering."""
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        return None
+    packet = getattr(aten, op._schema.name.split("::")[1] + "_copy", None)
+    return getattr(packet, op._overloadname, None) if packet is not None else None
+
+
 def handled(op) -> bool:
     """Whether an op of a graph can be lowered here (it may still be refused for its
     arguments: a boolean index, a dynamic-shape lowering)."""
-    return (op in REGISTRY or op in _ALIASES or op in _NO_VALUE or op in _SIZES
+    return (op in REGISTRY or _copy_variant(op) in REGISTRY or op in _ALIASES or op in _NO_VALUE or op in _SIZES
             or op in _PYTHON_OPS or op in (aten.copy.default, aten.copy_.default, operator.getitem))
 
 
@@ -231,7 +240,7 @@ class GraphFunction:
             return self._plan_copy(node)
         if op is aten._to_copy.default:
             return self._plan_to_copy(node)
-        lowering = REGISTRY.get(op)
+        lowering = REGISTRY.get(op) or REGISTRY.get(_copy_variant(op))
         if lowering is None:
             raise Unsupported([str(op)])
         if lowering.dynamic_shape or lowering.collective:
@@ -244,7 +253,7 @@ class GraphFunction:
                       if v is not None)
         if op in _EVAL_BATCH_NORMS and not _training(node):
             return self._plan_eval_batch_norm(node, lowering, avals)
-        template, in_nodes, scalars = _encode(op, node.args, node.kwargs)
+        template, in_nodes, scalars = _encode(op, node.args, node.kwargs, not lowering.static_scalars)
         structure = node.meta["val"]
         rng = self.n_rng if lowering.rng else None
         self.n_rng += bool(lowering.rng)
@@ -282,7 +291,8 @@ class GraphFunction:
     def _plan_eval_batch_norm(self, node, lowering, avals):
         """Batch norm in evaluation: the normalised input, and empty saved statistics (as the
         engine gives them, and PyTorch's kernels)."""
-        template, in_nodes, scalars = _encode(node.target, node.args, node.kwargs)
+        template, in_nodes, scalars = _encode(node.target, node.args, node.kwargs,
+                                              not lowering.static_scalars)
         first = avals[:1]
 
         def run(env, seeds):
@@ -334,10 +344,11 @@ def _fill(obj, env):
 _NUMBER = (int, float, bool, complex)
 
 
-def _encode(op, args, kwargs):
+def _encode(op, args, kwargs, dynamic):
     """The node's argument template for `call_lowering`: graph values -> `In`, numbers at
-    Scalar-typed positions -> `Sc` (weakly typed values, as on the lazy path)."""
-    flags, names = scalar_arguments(op)
+    Scalar-typed positions -> `Sc` (weakly typed values, as on the lazy path; constants
+    for lowerings with static scalars)."""
+    flags, names = scalar_arguments(op) if dynamic else ((), frozenset())
     in_nodes, scalars = [], []
 
     def encode(obj, scalar):
