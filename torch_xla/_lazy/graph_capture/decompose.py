@@ -26,10 +26,22 @@ def _decompositions():
     return {op: fn for op, fn in decomposition_table.items() if not handled(op)}
 
 
-def export_decompositions():
-    """The decompositions `ExportedProgram.run_decompositions` gets: torch.export's own
-    (down to core ATen), less those of ops lowered as they are, plus PyTorch's others for
-    ops without a lowering."""
+def decompose_exported(ep):
+    """`ep` (an ExportedProgram) decomposed down to ops with lowerings: torch.export's own
+    decompositions (down to core ATen), less those of ops lowered as they are, plus
+    PyTorch's others for ops without a lowering; composite ops torch.export keeps (they
+    have no entry in its table) are decomposed too when they have no lowering."""
+    table = _export_table()
+    while True:
+        done = ep.run_decompositions(table)
+        kept = {n.target for n in done.graph_module.graph.nodes if n.op == "call_function"
+                and not handled(n.target) and _composite(n.target) and n.target not in table}
+        if not kept:
+            return done
+        table.update({op: _get_decomp_for_cia(op) for op in kept})
+
+
+def _export_table():
     table = torch.export.default_decompositions()
     for op in list(table.keys()):
         if handled(op):

@@ -19,7 +19,7 @@ from .. import metrics, rng, runtime
 from ..execution import materialize
 from ..ir import Value
 from ..tensor import XLATensor, to_functional, unwrap, wrap
-from .decompose import export_decompositions
+from .decompose import decompose_exported
 from .fx_lowering import GraphFunction, Unsupported
 
 _STATE_KINDS = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
@@ -63,7 +63,7 @@ class ExportedGraph:
 def export_program(ep, platforms=None) -> ExportedGraph:
     """`ep` (a `torch.export.ExportedProgram`) as a StableHLO module for `platforms`
     (default: the XLA devices' platform)."""
-    ep = ep.run_decompositions(export_decompositions())
+    ep = decompose_exported(ep)
     gm, signature = ep.graph_module, ep.graph_signature
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     symbols = _symbols(placeholders)

@@ -99,6 +99,8 @@ def _sympy_to_jax(expr, symbols):
     if expr.is_Integer:
         return int(expr)
     if expr.is_Symbol:
+        if expr.name not in symbols:  # a size computed from values (an unbacked symbol)
+            raise Unsupported([f"size {expr} that depends on values"])
         return symbols[expr.name]
     args = [_sympy_to_jax(a, symbols) for a in expr.args]
     if expr.is_Add:
