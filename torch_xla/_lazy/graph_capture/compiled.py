@@ -29,7 +29,7 @@ from ..frames import run_without_dynamo
 from ..ir import Value
 from ..tensor import XLATensor, live_tensors, to_functional, unwrap, wrap
 from . import decompose
-from .fx_lowering import GraphFunction, Unsupported, aval_of
+from .fx_lowering import GraphFunction, Unsupported
 
 _programs = {}  # structural key -> compiled program, shared by identical graphs
 
@@ -86,9 +86,8 @@ class _Plan:
     def __init__(self, fn: GraphFunction):
         self.fn = fn
         self.avals = fn.input_avals
-        self.out_avals = [aval_of(n.meta["val"]) for n in fn._output_nodes]
-        self.tensor_args = [i for i, n in enumerate(
-            n for n in fn.gm.graph.nodes if n.op == "placeholder") if n in fn._placeholders]
+        self.out_avals = fn.output_avals
+        self.tensor_args = fn.tensor_inputs
         self.mutated = fn.mutated_inputs
         self.owners = {}    # mutated input -> the XLATensors that took its value last call
         self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
@@ -183,7 +182,7 @@ class _Plan:
                                 tuple(values[i].data for i in kept), seeds).compile()
         metrics.sample("CompileTime", time.perf_counter_ns() - start)
         if debug.enabled():
-            print(f"[PT_XLA_DEBUG] compiled a captured graph of {len(fn._steps)} ops "
+            print(f"[PT_XLA_DEBUG] compiled a captured graph of {fn.n_ops} ops "
                   f"({len(values)} inputs, {len(donated)} donated)", flush=True)
         if key is not None:
             _programs[key] = compiled

@@ -72,12 +72,12 @@ def export_program(ep, platforms=None) -> ExportedGraph:
         raise Unsupported([f"copy_ into an input of the exported program ({len(fn.mutated_inputs)})"])
     state = {**dict(ep.named_parameters()), **dict(ep.named_buffers()), **ep.constants}
     locations, avals, user_position = [], [], 0
-    tensor_inputs = set(fn._placeholders)
-    for node, spec in zip(placeholders, signature.input_specs):
+    tensor_inputs = set(fn.tensor_inputs)
+    for position, (node, spec) in enumerate(zip(placeholders, signature.input_specs)):
         kind = spec.kind.name
         if kind == "USER_INPUT":
             user_position += 1
-        if node not in tensor_inputs:
+        if position not in tensor_inputs:
             continue
         if kind in _STATE_KINDS:
             locations.append(("parameter", spec.target))
@@ -105,7 +105,14 @@ def export_program(ep, platforms=None) -> ExportedGraph:
     specs = [jax.ShapeDtypeStruct(shape, runtime.to_jax_dtype(dtype)) for shape, dtype in fn.input_avals]
     specs += [jax.ShapeDtypeStruct((), np.int64)] * fn.n_rng
     platforms = platforms or (runtime.jax_device(0).platform,)
-    exported = jax.export.export(jax.jit(module), platforms=platforms)(*specs)
+    try:
+        exported = jax.export.export(jax.jit(module), platforms=platforms)(*specs)
+    except ValueError as e:
+        if "custom calls whose targets have no compatibility guarantees" not in str(e):
+            raise
+        # a lowering that jax implements with a library call of its own (LAPACK's ormqr...):
+        # a portable module cannot hold it
+        raise Unsupported([f"an op jax lowers to an unversioned custom call ({str(e).splitlines()[-1].strip()})"]) from None
     outputs = [_signature(gm_output) for gm_output in _output_vals(gm, user_outputs)]
     state = {name: t.detach().cpu() for name, t in state.items()
              if ("parameter", name) in locations}

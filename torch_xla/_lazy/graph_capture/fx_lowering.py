@@ -134,35 +134,35 @@ class _Step:
 class GraphFunction:
     """`gm` as a jax function: `fn(inputs, seeds) -> (mutated, outputs)`.
 
-    `inputs` are the values of the graph's tensor placeholders (in order), `seeds` one
+    `inputs` are the values of the graph's tensor placeholders (`tensor_inputs`: their
+    positions among all placeholders; the others are constants of the graph), `seeds` one
     integer per random op (`n_rng`). `mutated` holds the new values of the inputs that
     `copy_` writes (`mutated_inputs`: their positions among the tensor inputs); `outputs`
-    the graph's tensor outputs computed inside. `output_refs` rebuilds the graph's output
-    list: ('value', k) output k, ('input', i) tensor input i unchanged, ('const', v) a
-    Python value, v None for None.
+    the graph's tensor outputs computed inside (`output_avals`). `output_refs` rebuilds
+    the graph's output list: ('value', k) output k, ('input', i) tensor input i unchanged,
+    ('const', v) a Python value, v None for None.
 
-    `constants` gives values of non-tensor placeholders (the graph is specialised on them).
-    `device` is where constant tensors of the graph (get_attr) are placed. `symbols` maps
-    the names of symbolic sizes (torch.export's dynamic dimensions) to jax's symbolic
-    dimensions; without it every size must be concrete.
+    `symbols` maps the names of symbolic sizes (torch.export's dynamic dimensions) to jax's
+    symbolic dimensions; without it every size must be concrete.
     """
 
-    def __init__(self, gm: fx.GraphModule, constants=None, device: int = 0, symbols=None):
+    def __init__(self, gm: fx.GraphModule, symbols=None):
         self.gm = gm
-        self.device = device
         self.symbols = symbols
-        constants = constants or {}
-        self.input_avals, self.mutated_inputs, self.output_refs = [], [], []
+        self.input_avals, self.tensor_inputs, self.output_refs, self.output_avals = [], [], [], []
         self.n_rng = 0
         self.has_tensor_constants = False
         self._placeholders = {}   # fx node -> tensor input position
         self._constants = {}      # fx node -> Python value or jax array
         self._steps, unsupported = [], []
         self._mutations = []      # (tensor input position, fx node of the new value)
+        self._output_nodes = []
         n_placeholders = 0
         for node in gm.graph.nodes:
             if node.op == "placeholder":
-                self._placeholder(node, constants.get(n_placeholders, node.meta.get("val")))
+                if isinstance(node.meta.get("val"), torch.Tensor):
+                    self.tensor_inputs.append(n_placeholders)
+                self._placeholder(node, node.meta.get("val"))
                 n_placeholders += 1
             elif node.op == "get_attr":
                 self._constants[node] = self._attribute(node)
@@ -178,6 +178,7 @@ class GraphFunction:
         if unsupported:
             raise Unsupported(unsupported)
         self.mutated_inputs = [i for i, _ in self._mutations]
+        self.n_ops = len(self._steps)
 
     # ---- reading the graph ---------------------------------------------------------------
 
@@ -200,17 +201,17 @@ class GraphFunction:
             v = unwrap(value)._value
             materialize([v])
             return v.data
-        return runtime.to_device_buffer(value, self.device)
+        return runtime.to_device_buffer(value, 0)  # inlined: the program's own constant
 
     def _outputs(self, node):
         (results,) = node.args
-        self._output_nodes = []
         for r in (results if isinstance(results, (tuple, list)) else (results,)):
             if isinstance(r, fx.Node) and r in self._placeholders:
                 self.output_refs.append(("input", self._placeholders[r]))
             elif isinstance(r, fx.Node) and isinstance(r.meta.get("val"), torch.Tensor):
                 self.output_refs.append(("value", len(self._output_nodes)))
                 self._output_nodes.append(r)
+                self.output_avals.append(aval_of(r.meta["val"], self.symbols))
             elif isinstance(r, fx.Node):
                 self.output_refs.append(("const", self._static_value(r)))
             else:
