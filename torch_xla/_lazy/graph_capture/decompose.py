@@ -14,6 +14,7 @@ import torch
 from torch import fx
 from torch._decomp import decomposition_table
 from torch._export.utils import _get_decomp_for_cia
+from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -33,7 +34,9 @@ def decompose_exported(ep):
     have no entry in its table) are decomposed too when they have no lowering."""
     table = _export_table()
     while True:
-        done = ep.run_decompositions(table)
+        # effect tokens order side effects (linalg's error checks) between ops: one program
+        # runs its ops in data order and raises nothing, so they go
+        done = _remove_effect_tokens(ep.run_decompositions(table))
         kept = {n.target for n in done.graph_module.graph.nodes if n.op == "call_function"
                 and not handled(n.target) and _composite(n.target) and n.target not in table}
         if not kept:
