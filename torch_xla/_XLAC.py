@@ -32,13 +32,11 @@ def _get_xla_tensors_dot(tensors) -> str:
     return _graph_dump.dot(list(tensors))
 
 
-def _get_stablehlo(tensors, device: str = "", devices=(), emit_bytecode: bool = False) -> str:
-    """The StableHLO text of the program that would compute `tensors` (all pending ones on
-    the first device if empty)."""
+def _get_stablehlo(tensors, device: str = "", devices=(), emit_bytecode: bool = False):
+    """The StableHLO of the program that would compute `tensors` (all pending ones on the
+    first device if empty): its text, or with `emit_bytecode` its bytecode (bytes)."""
     if emit_bytecode:
-        from jax._src.interpreters import mlir
-        low = _graph_dump.lowered(list(tensors) or None)
-        return b"" if low is None else mlir.module_to_bytecode(low.compiler_ir("stablehlo"))
+        return _graph_dump.program_bytecode(list(tensors) or None)
     return _graph_dump.program_text(list(tensors) or None, "stablehlo")
 
 

@@ -16,6 +16,7 @@ from . import rng
 from .dispatch import dispatch
 from .execution import from_cpu
 from .lowering import overload_named
+from .frames import run_without_dynamo
 from .tensor import to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
@@ -134,5 +135,6 @@ def install() -> None:
     for name in _WHOLE_FACTORIES:
         per_op.impl(name, functools.partial(_factory, overload_named(name)), "XLA")
     _libs.extend([fallback, per_op])
+    run_without_dynamo(_factory, _copy_from)
     _hook_manual_seed()
     _patch_storage_data_ptr()

@@ -19,38 +19,12 @@ from .caches import GenerationCache
 from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
 from .ir import In, Node, Sc, Value, fill_template
-from .lowering import REGISTRY, load_all
+from .lowering import REGISTRY, load_all, scalar_arguments
 from .meta import meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
 
 aten = torch.ops.aten
 load_all()
-
-def _is_scalar_type(t) -> bool:
-    """Scalar-typed arguments, and Tensor-typed ones (where a Python number arrives as a
-    wrapped number, as in `x * 0.5`), are values: their numbers become program parameters."""
-    if isinstance(t, torch.OptionalType):
-        t = t.getElementType()
-    if isinstance(t, torch.ListType):
-        t = t.getElementType()
-    return isinstance(t, (torch.NumberType, torch.TensorType))
-
-
-# id(op) -> (positional flags, kwarg names) of Scalar-typed arguments
-_dynamic_args = GenerationCache("ScalarArguments", "XLA_DISPATCH_CACHE_SIZE", 4096)
-_recent_dynamic_args = _dynamic_args.recent.get
-
-
-def _scalar_args(func):
-    info = _recent_dynamic_args(id(func)) or _dynamic_args.get(id(func))
-    if info is None:
-        args = func._schema.arguments
-        flags = tuple(_is_scalar_type(a.type) for a in args)
-        names = frozenset(a.name for a, f in zip(args, flags) if f)
-        info = (flags, names)
-        _dynamic_args.put(id(func), info)
-    return info
-
 
 _NUMBER = (int, float, bool, complex)
 
@@ -58,7 +32,7 @@ _NUMBER = (int, float, bool, complex)
 def _encode_call(func, args, kwargs, dynamic):
     """The node's argument template (tensors -> `In`, dynamic numbers -> `Sc`), its inputs,
     its scalars, its device, and a hashable signature of the call for the meta cache."""
-    flags, names = _scalar_args(func)
+    flags, names = scalar_arguments(func)
     inputs, scalars, sig, state = [], [], [], [None]
 
     def encode(obj, dyn):

@@ -1,5 +1,5 @@
-"""Looking inside the graph without running it: the pending IR as text, the StableHLO or
-HLO text of the program that would run, and the graph as Graphviz dot.
+"""Looking inside the graph without running it: the pending IR as text, the StableHLO (text
+or bytecode) or HLO text of the program that would run, and the graph as Graphviz dot.
 
 All three use the compiler's own walk (`compiler.walk`), so what they show is exactly what
 `mark_step` would compile for these tensors: the same nodes in the same order, and for
@@ -87,6 +87,16 @@ def program_text(tensors, dialect: str = "stablehlo") -> str:
     is pending."""
     low = lowered(tensors)
     return "" if low is None else low.as_text(dialect=dialect)
+
+
+def program_bytecode(tensors) -> bytes:
+    """The program's StableHLO as a portable artifact (versioned MLIR bytecode, as
+    `jax.export` writes it). Empty if nothing is pending."""
+    w = _walk(tensors)
+    if w is None:
+        return b""
+    exported = jax.export.export(jax.jit(w.program.run_traced))(*w.args)
+    return bytes(exported.mlir_module_serialized)
 
 
 def dot(tensors) -> str:

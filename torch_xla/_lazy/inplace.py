@@ -13,6 +13,7 @@ import warnings
 import torch
 
 from .lowering import overload_named
+from .frames import run_without_dynamo
 
 aten = torch.ops.aten
 _FUNCTIONALIZE = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
@@ -77,5 +78,7 @@ def install() -> None:
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": intended
         warnings.simplefilter("ignore")
         for name, functional in _HOT.items():
-            lib.impl(name, _kernel(overload_named(name), functional), "Functionalize")
+            kernel = _kernel(overload_named(name), functional)
+            lib.impl(name, kernel, "Functionalize")
+    run_without_dynamo(kernel)
     _libs.append(lib)

@@ -583,5 +583,8 @@ def get_stablehlo(tensors=None) -> str:
 
 
 def get_stablehlo_bytecode(tensors=None) -> bytes:
-    """`get_stablehlo` as MLIR bytecode."""
-    return torch_xla._XLAC._get_stablehlo(tensors or [], emit_bytecode=True)
+    """The StableHLO of the program that `mark_step` would compile for `tensors` (default:
+    every pending tensor on the first device) as bytecode: a versioned StableHLO portable
+    artifact."""
+    from torch_xla._lazy import graph_dump
+    return graph_dump.program_bytecode(tensors)
