@@ -1,10 +1,13 @@
 """The lazy engine behind torch_xla: see ARCHITECTURE.md for how the parts fit.
 
 Importing it installs the engine into PyTorch: the ops with engine meaning into the
-dispatch entry, the XLA device's hooks, the fast in-place kernels and torch.save/load.
+dispatch entry, the XLA device's hooks, the fast in-place kernels, torch.save/load and
+module conversion that keeps tied weights tied.
 """
-from . import device, engine_ops, inplace, serialization  # noqa: F401  (engine_ops registers)
+# engine_ops registers itself on import
+from . import device, engine_ops, inplace, module_conversion, serialization  # noqa: F401
 
 device.install()
 inplace.install()
 serialization.install()
+module_conversion.install()
