@@ -9,6 +9,7 @@ tensors for pointwise ops) so users get the CPU's message.
 import torch
 from torch.utils import _pytree as pytree
 
+from . import runtime
 from .tensor import XLATensor
 
 aten = torch.ops.aten
@@ -82,5 +83,8 @@ def meta_outputs(func, args, kwargs, sig):
         result = (type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out))
     else:
         raise NotImplementedError(f"{func}: output {type(out).__name__} is not a tensor")
+    for aval in result[1]:
+        if aval is not None:
+            runtime.to_jax_dtype(aval[1])  # a dtype XLA devices lack is refused at the op
     _cache[key] = result
     return result
