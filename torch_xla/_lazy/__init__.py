@@ -1,13 +1,15 @@
 """The lazy engine behind torch_xla: see ARCHITECTURE.md for how the parts fit.
 
 Importing it installs the engine into PyTorch: the ops with engine meaning into the
-dispatch entry, the XLA device's hooks, the fast in-place kernels, torch.save/load and
-module conversion that keeps tied weights tied.
+dispatch entry, the XLA device's hooks, the fast in-place kernels, torch.save/load, module
+conversion that keeps tied weights tied, and packed sequences.
 """
 # engine_ops registers itself on import
-from . import device, engine_ops, inplace, module_conversion, serialization  # noqa: F401
+from . import (device, engine_ops, inplace, module_conversion, packed_sequences,  # noqa: F401
+               serialization)
 
 device.install()
 inplace.install()
 serialization.install()
 module_conversion.install()
+packed_sequences.install()
