@@ -65,12 +65,51 @@ def test_random_factories_shape_dtype_and_range(dev):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16,
                                    torch.int8, torch.int16, torch.int32, torch.int64,
-                                   torch.uint8, torch.bool, torch.complex64])
+                                   torch.uint8, torch.bool, torch.complex64,
+                                   torch.float8_e4m3fn, torch.float8_e5m2])
 def test_round_trip_every_dtype(dev, dtype):
     src = (torch.arange(-3, 3) * 1.5).to(dtype)
     on_device = src.to(dev)
     assert on_device.dtype == dtype
-    assert torch.equal(on_device.cpu(), src)
+    assert torch.equal(on_device.cpu().view(torch.uint8), src.view(torch.uint8))
+    assert torch.equal((on_device.float() * 2).cpu(), src.float() * 2)
+
+
+@pytest.mark.parametrize("make", [
+    lambda dev: torch.eye(3).to_sparse().to(dev),
+    lambda dev: torch.eye(3, device=dev).to_sparse(),
+    lambda dev: torch.eye(3, device=dev).to_sparse_csr(),
+    lambda dev: torch.eye(3, device=dev).to_sparse(layout=torch.sparse_bsr, blocksize=(1, 1)),
+    lambda dev: torch.sparse_coo_tensor(torch.tensor([[0, 1]]), torch.ones(2), (3,), device=dev),
+    lambda dev: torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 1]),
+                                        torch.ones(2), (2, 2), device=dev),
+    lambda dev: torch.zeros(2, 2, layout=torch.sparse_coo, device=dev),
+    lambda dev: torch.empty(2, 2, layout=torch.sparse_csr, device=dev),
+], ids=["to-device", "to_sparse", "to_sparse_csr", "to_sparse-bsr", "sparse_coo_tensor",
+        "sparse_csr_tensor", "zeros-coo", "empty-csr"])
+def test_sparse_layouts_are_refused_by_name(dev, make):
+    with pytest.raises(NotImplementedError, match="sparse tensors .*not supported on XLA devices"):
+        make(dev).cpu()
+
+
+def test_sparse_embedding_gradients_are_refused_by_name(dev):
+    weight = torch.randn(5, 2, device=dev, requires_grad=True)
+    out = torch.nn.functional.embedding(torch.tensor([1, 3], device=dev), weight, sparse=True)
+    with pytest.raises(NotImplementedError, match="sparse tensors .*not supported on XLA devices"):
+        out.sum().backward()
+        weight.grad.cpu()
+
+
+@pytest.mark.parametrize("make", [
+    lambda dev: torch.zeros(2, dtype=torch.chalf).to(dev),
+    lambda dev: torch.zeros(2, device=dev, dtype=torch.chalf),
+    lambda dev: torch.zeros(2, device=dev).to(torch.chalf),
+    lambda dev: torch.zeros(2, device=dev).chalf(),
+    lambda dev: torch.complex(torch.zeros(2, device=dev).half(), torch.zeros(2, device=dev).half()),
+], ids=["to-device", "factory", "to-dtype", "chalf", "complex-of-halves"])
+def test_complex32_is_refused_by_name(dev, make):
+    with pytest.raises(TypeError, match="torch.complex32 is not supported on XLA devices"):
+        make(dev).cpu()
 
 
 def test_print_and_repr_show_the_device(dev):

@@ -1,12 +1,13 @@
 """Makes 'xla' a device PyTorch can create tensors on.
 
-Three hooks, installed once at import: the device guard (a 30-line C++ file compiled on
-first use and cached, since PyTorch has no Python way to register one for XLA), a fallback
-kernel for the XLA dispatch key (reached by factory ops such as `torch.zeros(...,
-device='xla')`, which have no tensor argument to dispatch on), and the reseeding of XLA
-devices by `torch.manual_seed`.
+Hooks installed once at import: the device guard and a refusal of sparse layouts (a short
+C++ file compiled on first use and cached, since PyTorch has no Python way to register
+either for XLA), a fallback kernel for the XLA dispatch key (reached by factory ops such as
+`torch.zeros(..., device='xla')`, which have no tensor argument to dispatch on), and the
+reseeding of XLA devices by `torch.manual_seed`.
 """
 import functools
+import hashlib
 import os
 
 import torch
@@ -22,11 +23,14 @@ from .tensor import to_functional, wrap
 _FLOATS = (torch.float32, torch.float64)
 
 
-def _load_device_guard() -> None:
-    name = "torch_xla_jax_device_guard_" + torch.__version__.replace(".", "_").replace("+", "_")
-    torch.utils.cpp_extension.load(
-        name=name, sources=[os.path.join(os.path.dirname(__file__), "device_guard.cpp")],
-        is_python_module=False, verbose=False)
+def _load_device_hooks() -> None:
+    """Builds (once per torch version and source, cached) and loads device_hooks.cpp."""
+    source = os.path.join(os.path.dirname(__file__), "device_hooks.cpp")
+    with open(source, "rb") as f:
+        digest = hashlib.sha1(f.read()).hexdigest()[:10]
+    name = "torch_xla_jax_device_hooks_" + torch.__version__.replace(".", "_").replace("+", "_")
+    torch.utils.cpp_extension.load(name=f"{name}_{digest}", sources=[source],
+                                   is_python_module=False, verbose=False)
 
 
 def _read_bf16_mode():
@@ -124,7 +128,7 @@ _libs = []
 def install() -> None:
     if _libs:
         return
-    _load_device_guard()
+    _load_device_hooks()
     fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(_factory, "XLA")
     # PyTorch routes a fallback call whose arguments carry the Python key (an XLATensor met

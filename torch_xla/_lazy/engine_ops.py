@@ -171,13 +171,14 @@ def _native_batch_norm(x, weight, bias, running_mean, running_var, training, mom
     return out, mean, invstd
 
 
-@engine_op(aten._native_batch_norm_legit_no_training.default, with_op=True)
+@engine_op(aten._native_batch_norm_legit_no_training.default, aten._batch_norm_no_update.default,
+           with_op=True)
 def _eval_batch_norm(func, *args):
     """Batch norm in evaluation: PyTorch's CPU kernels return empty saved statistics (its meta
-    kernels say (C,)), and so do these."""
+    kernels say (C,)), and so do these, in the statistics' dtypes."""
     out = _traced(func, args)
-    empty = dispatch(aten.new_zeros.default, (out[0], [0]), {})
-    return (out[0], empty, dispatch(aten.new_zeros.default, (out[0], [0]), {})) + tuple(out[3:])
+    empty = [dispatch(aten.new_zeros.default, (stat, [0]), {}) for stat in out[1:3]]
+    return (out[0], *empty) + tuple(out[3:])
 
 
 @engine_op(aten._native_batch_norm_legit_functional.default, with_op=True)

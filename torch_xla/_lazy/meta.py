@@ -14,7 +14,7 @@ kernel is probed on stand-ins of the arguments:
 import torch
 from torch.utils import _pytree as pytree
 
-from . import metrics
+from . import metrics, runtime
 from .caches import GenerationCache
 from .tensor import XLATensor
 
@@ -67,6 +67,31 @@ def cpu_error(func, args, kwargs, full_size=False):
     return None
 
 
+# Normalisations whose CPU kernels return their statistics (and new running statistics) in
+# a float16/bfloat16 input's dtype, or in float32 when a parameter is float32 ("mixed
+# type"), where their meta kernels say float32 (layer and batch norm) or the input's dtype
+# (group norm).
+_NORM_STATS = {aten.native_layer_norm.default, aten.native_group_norm.default,
+               aten.native_batch_norm.default, aten._native_batch_norm_legit.default,
+               aten._native_batch_norm_legit.no_stats,
+               aten._native_batch_norm_legit_functional.default,
+               aten._native_batch_norm_legit_no_training.default,
+               aten._batch_norm_with_update.default, aten._batch_norm_with_update_functional.default,
+               aten._batch_norm_no_update.default}
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _cpu_norm_stats(args, kwargs, avals):
+    """avals with the statistics' dtypes the CPU kernels give."""
+    x = args[0]
+    if x.dtype not in _HALF:
+        return avals
+    params = [a for a in (*args[1:], *kwargs.values()) if isinstance(a, torch.Tensor)]
+    stats = torch.float32 if any(p.dtype == torch.float32 for p in params) else x.dtype
+    return (avals[0],) + tuple(a if a is None or not a[1].is_floating_point else (a[0], stats)
+                               for a in avals[1:])
+
+
 def _is_pointwise(func) -> bool:
     """Pointwise ops whose dtype rules PyTorch checks in its CPU kernels, not its meta ones."""
     return torch.Tag.pointwise in func.tags and func.namespace == "aten" and not func._schema.is_mutable
@@ -99,5 +124,10 @@ def meta_outputs(func, args, kwargs, sig):
         result = (type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out))
     else:
         raise NotImplementedError(f"{func}: output {type(out).__name__} is not a tensor")
+    if func in _NORM_STATS:
+        result = (result[0], _cpu_norm_stats(args, kwargs, result[1]))
+    for aval in result[1]:
+        if aval is not None:
+            runtime.to_jax_dtype(aval[1])  # a dtype XLA devices lack is refused at the op
     _cache.put(key, result)
     return result

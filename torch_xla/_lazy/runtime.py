@@ -186,10 +186,16 @@ _TORCH_TO_NP = {
     torch.int64: np.dtype("int64"), torch.uint8: np.dtype("uint8"), torch.uint16: np.dtype("uint16"),
     torch.uint32: np.dtype("uint32"), torch.uint64: np.dtype("uint64"), torch.bool: np.dtype("bool"),
     torch.complex64: np.dtype("complex64"), torch.complex128: np.dtype("complex128"),
+    torch.float8_e4m3fn: np.dtype(jax.numpy.float8_e4m3fn),
+    torch.float8_e5m2: np.dtype(jax.numpy.float8_e5m2),
+    torch.float8_e4m3fnuz: np.dtype(jax.numpy.float8_e4m3fnuz),
+    torch.float8_e5m2fnuz: np.dtype(jax.numpy.float8_e5m2fnuz),
 }
 _NP_TO_TORCH = {v: k for k, v in _TORCH_TO_NP.items()}
-# Types torch stores in 2 bytes but numpy cannot hold: moved as raw int16 bits.
-_BITCAST = {torch.bfloat16: torch.int16}
+# Types torch has but cannot hand to numpy: moved as raw bits of an integer type this size.
+_BITCAST = {torch.bfloat16: torch.int16, torch.float8_e4m3fn: torch.uint8,
+            torch.float8_e5m2: torch.uint8, torch.float8_e4m3fnuz: torch.uint8,
+            torch.float8_e5m2fnuz: torch.uint8}
 
 
 def to_jax_dtype(dtype: torch.dtype):
@@ -203,8 +209,18 @@ def to_torch_dtype(dtype) -> torch.dtype:
     return _NP_TO_TORCH[np.dtype(dtype)]
 
 
+def unsupported_layout(layout) -> NotImplementedError:
+    """The error for a tensor of a layout XLA devices do not have (every XLA tensor is dense)."""
+    kind = "sparse tensors" if "sparse" in str(layout) else "tensors"
+    return NotImplementedError(f"{kind} of layout {layout} are not supported on XLA devices "
+                               "(XLA tensors are dense, torch.strided)")
+
+
 def to_device_buffer(t: torch.Tensor, index: int):
     """Copies a CPU tensor into a jax array on XLA device `index`."""
+    if t.layout != torch.strided:
+        raise unsupported_layout(t.layout)
+    to_jax_dtype(t.dtype)  # a dtype the device cannot hold is refused by name
     t = t.detach().resolve_conj().resolve_neg().contiguous()
     if t.dtype in _BITCAST:
         array = t.view(_BITCAST[t.dtype]).numpy().view(to_jax_dtype(t.dtype))
@@ -219,5 +235,6 @@ def to_cpu_tensor(buffer, dtype: torch.dtype) -> torch.Tensor:
     """Copies a jax array into a new CPU tensor of `dtype`."""
     array = np.array(buffer)  # a writable copy: torch.from_numpy must own it
     if dtype in _BITCAST:
-        return torch.from_numpy(array.view(np.int16)).view(dtype)
+        bits = _BITCAST[dtype]
+        return torch.from_numpy(array.view(to_jax_dtype(bits))).view(dtype)
     return torch.from_numpy(array)

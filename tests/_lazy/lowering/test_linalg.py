@@ -281,6 +281,9 @@ def test_cholesky_deprecated():
 def test_cholesky_of_empty_matrices():
     check_lowered(lambda a, b: [torch.cholesky(a), torch.cholesky(b, upper=True)], torch.zeros(0, 0),
                   torch.zeros(0, 3, 3))
+    check_lowered(lambda a, b: [torch.linalg.cholesky(a), *torch.linalg.cholesky_ex(b, upper=True),
+                                torch.linalg.cholesky(b.double())],
+                  torch.zeros(0, 0), torch.zeros(2, 0, 0))
 
 
 def test_householder_product_and_ormqr():

@@ -96,6 +96,61 @@ def test_batch_norm_half_input_float_stats():
     check_lowered(fn, torch.randn(4, 3, 5).to(torch.float16), atol=1e-2, rtol=1e-2)
 
 
+_NORM_OPS = {
+    "layer_norm": lambda x, w, rm, rv: torch.ops.aten.native_layer_norm(x, [5], w, w, 1e-5),
+    "group_norm": lambda x, w, rm, rv: torch.ops.aten.native_group_norm(x, w, w, 4, 3, 5, 1, 1e-5),
+    "batch_norm": lambda x, w, rm, rv: torch.ops.aten.native_batch_norm(x, w, w, rm, rv, True,
+                                                                        0.1, 1e-5),
+    "batch_norm_eval": lambda x, w, rm, rv: torch.ops.aten.native_batch_norm(
+        x, w, w, rm, rv, False, 0.1, 1e-5),
+    "batch_norm_no_stats": lambda x, w, rm, rv: torch.ops.aten._native_batch_norm_legit(
+        x, w, w, True, 0.1, 1e-5),
+    "batch_norm_functional": lambda x, w, rm, rv:
+        torch.ops.aten._native_batch_norm_legit_functional(x, w, w, rm, rv, True, 0.1, 1e-5),
+    "batch_norm_no_training": lambda x, w, rm, rv:
+        torch.ops.aten._native_batch_norm_legit_no_training(x, w, w, rm, rv, 0.1, 1e-5),
+    "batch_norm_with_update": lambda x, w, rm, rv:
+        torch.ops.aten._batch_norm_with_update_functional(x, w, w, rm, rv, 0.1, 1e-5)[:3] +
+        torch.ops.aten._batch_norm_with_update_functional(x, w, w, rm, rv, 0.1, 1e-5)[4:],
+}
+
+
+# (PyTorch's meta kernel of _batch_norm_with_update_functional fails without a weight.)
+_NORM_CASES = [(name, dtype, param_dtype) for name in sorted(_NORM_OPS)
+               for dtype, param_dtype in [(torch.bfloat16, torch.bfloat16),
+                                          (torch.float16, torch.float16), (torch.bfloat16, None),
+                                          (torch.bfloat16, torch.float32),
+                                          (torch.float32, torch.float32)]
+               if (name, param_dtype) != ("batch_norm_with_update", None)]
+
+
+@pytest.mark.parametrize("name,dtype,param_dtype", _NORM_CASES)
+def test_norm_statistics_take_the_cpus_dtypes(name, dtype, param_dtype):
+    """The CPU kernels keep reduced-precision statistics in the input's dtype, float32 when a
+    parameter is float32; the meta kernels say otherwise, the device follows the CPU."""
+    x = torch.randn(4, 3, 5).to(dtype)
+    w = None if param_dtype is None else (torch.rand(5 if name == "layer_norm" else 3) + 0.5)
+    w = None if w is None else w.to(param_dtype)
+    stats = param_dtype or dtype  # running statistics (None parameters: the input's dtype)
+    rm, rv = torch.randn(3).to(stats), (torch.rand(3) + 0.5).to(stats)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    check_lowered(lambda *a: tuple(_NORM_OPS[name](*a)), x, w, rm, rv, rtol=tol, atol=tol)
+
+
+def test_bfloat16_norm_layers_train_as_on_the_cpu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv1d(3, 4, 3), torch.nn.BatchNorm1d(4),
+                                torch.nn.LayerNorm(4), torch.nn.GroupNorm(2, 4)).bfloat16()
+    x = torch.randn(5, 3, 6).bfloat16()
+
+    def run(m, x):
+        out = m(x)
+        grads = torch.autograd.grad(out.float().pow(2).sum(), list(m.parameters()))
+        return [out, *grads, m[1].running_mean, m[1].running_var]
+    dev_model = copy.deepcopy(model).to(xm.xla_device())
+    assert_same(run(dev_model, to_xla(x)), run(model, x), rtol=5e-2, atol=5e-2)
+
+
 @pytest.mark.parametrize("groups", [1, 2])
 def test_group_norm(groups):
     x, w, b = randn(3, 4, 5), randn(4), randn(4)

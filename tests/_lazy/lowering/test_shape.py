@@ -139,6 +139,13 @@ def test_pad_int_and_bool():
                   torch.arange(6).view(2, 3))
 
 
+def test_complex_of_broadcastable_parts():
+    check_lowered(lambda re, im: [torch.complex(re, im), torch.complex(im, re[0]),
+                                  torch.complex(re.double(), im.double())],
+                  torch.randn(3), torch.randn(2, 3))
+    check_lowered(lambda m, a: torch.polar(m, a), torch.rand(4, 1), torch.randn(3))
+
+
 def test_complex_views():
     check_lowered(lambda z: (torch.view_as_real(z) * 1, torch.view_as_complex(torch.view_as_real(z) * 2)),
                   torch.randn(3, 2, dtype=torch.complex64))

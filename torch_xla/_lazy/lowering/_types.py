@@ -47,18 +47,14 @@ def result_type(*args):
         else:
             dims = dt if dims is None else _promote(dims, dt)
     result = None
-    for level in (dims, zero_dims, scalars):
+    # (numpy dtypes are interned: the levels are told apart by position, not identity)
+    for is_scalar, level in ((False, dims), (False, zero_dims), (True, scalars)):
         if level is None:
             continue
         if result is None:
-            result = level if level is not scalars else _DEFAULT[_category(level)]
-            if level is scalars and _category(level) == _COMPLEX and dims is None and zero_dims is None:
-                result = _DEFAULT[_COMPLEX]
+            result = _DEFAULT[_category(level)] if is_scalar else level
         elif _category(level) > _category(result):
-            if level is scalars:
-                result = _scalar_upgrade(result, _category(level))
-            else:
-                result = level
+            result = _scalar_upgrade(result, _category(level)) if is_scalar else level
     return result
 
 

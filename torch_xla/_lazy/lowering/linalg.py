@@ -231,7 +231,10 @@ def slogdet(a):
 
 @lower(aten.linalg_cholesky_ex.default)
 def cholesky_ex(a, upper=False, check_errors=False):
-    """Reads only the lower (upper) triangle, like LAPACK's potrf."""
+    """Reads only the lower (upper) triangle, like LAPACK's potrf. Empty matrices factor into
+    empty matrices (jax's Cholesky cannot take them)."""
+    if a.size == 0:
+        return jnp.zeros_like(a), jnp.zeros(a.shape[:-2], jnp.int32)
     source = _mH(a) if upper else a
     factor = lax.linalg.cholesky(source, symmetrize_input=False)
     ok = jnp.all(jnp.isfinite(factor), axis=(-2, -1))
@@ -265,8 +268,6 @@ def _first_bad_minor(a):
 def cholesky(a, upper=False):
     """The deprecated torch.cholesky. A matrix that is not positive-definite gives nans
     (PyTorch raises; a lowering cannot)."""
-    if a.size == 0:
-        return jnp.zeros_like(a)
     return cholesky_ex(a, upper)[0]
 
 

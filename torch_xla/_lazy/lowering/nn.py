@@ -170,6 +170,22 @@ def batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum,
     return _batch_norm(x, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
 
 
+@lower(aten._batch_norm_with_update_functional.default)
+def batch_norm_with_update(x, weight, bias, running_mean, running_var, momentum, eps):
+    """(output, save_mean, save_invstd, reserve, new running_mean, new running_var); the
+    reserve is empty, as on the CPU (only cuDNN keeps one)."""
+    out, mean, invstd, new_mean, new_var = _batch_norm(x, weight, bias, running_mean,
+                                                       running_var, True, momentum, eps)
+    return out, mean, invstd, jnp.zeros((0,), jnp.uint8), new_mean, new_var
+
+
+@lower(aten._batch_norm_no_update.default)
+def batch_norm_no_update(x, weight, bias, running_mean, running_var, momentum, eps):
+    out, mean, invstd = _batch_norm(x, weight, bias, running_mean, running_var, False,
+                                    momentum, eps)[:3]
+    return out, mean, invstd, jnp.zeros((0,), jnp.uint8)
+
+
 @lower(aten._native_batch_norm_legit.no_stats)
 def batch_norm_no_stats(x, weight, bias, training, momentum, eps):
     return _batch_norm(x, weight, bias, None, None, True, momentum, eps)[:3]

@@ -174,8 +174,8 @@ def view_as_complex(x):
 @lower(aten.complex.default)
 def complex_(real, imag):
     """(Its decomposition writes through views of a new tensor, which only works above
-    functionalization.)"""
-    return jax.lax.complex(real, imag)
+    functionalization.) The parts broadcast, as in PyTorch."""
+    return jax.lax.complex(*jnp.broadcast_arrays(real, imag))
 
 
 @lower(aten.polar.default)

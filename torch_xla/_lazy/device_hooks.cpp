@@ -1,7 +1,15 @@
+// The XLA device's hooks PyTorch has no Python way to register.
+//
 // The device guard PyTorch asks for when a device has no index ('xla', torch.device('xla'))
 // or when it switches the current device. XLA devices have no streams; the current index is
 // per thread, as CUDA's is.
+//
+// A fallback for the sparse XLA dispatch keys: a factory asked for a sparse layout on an XLA
+// device (torch.zeros(..., layout=torch.sparse_coo, device='xla')) lands there, and is told
+// that XLA devices have no sparse tensors.
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
 
 #include <cstdlib>
 
@@ -35,4 +43,18 @@ struct XLAGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 };
 
 C10_REGISTER_GUARD_IMPL(XLA, XLAGuardImpl);
+
+void sparse_unsupported(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                        torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "sparse tensors are not supported on XLA devices (",
+                              op.schema().name(), " was asked for one; XLA tensors are dense, ",
+                              "torch.strided)");
+}
 }  // namespace
+
+TORCH_LIBRARY_IMPL(_, SparseXLA, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_unsupported>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrXLA, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_unsupported>());
+}
