@@ -370,7 +370,7 @@ def test_python_scalars_keep_double_precision(dtype):
     """A Python float meeting a float64 (complex128) tensor is computed in float64, not at
     the default dtype's precision (0.1 is not a float32 number)."""
     x = rand(5).to(dtype)
-    lowered(lambda t: (t * 0.1, t / 0.3, t + 0.1, t - 0.7, torch.add(t, t, alpha=0.1),
+    check_lowered(lambda t: (t * 0.1, t / 0.3, t + 0.1, t - 0.7, torch.add(t, t, alpha=0.1),
                        0.3 * t, t * (0.1 + 0.2j)), x, rtol=1e-14, atol=1e-15)
 
 
