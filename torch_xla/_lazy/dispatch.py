@@ -18,7 +18,7 @@ from . import metrics, rng, runtime
 from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
 from .ir import In, Node, Sc, Value, fill_template
-from .lowering import REGISTRY, load_all, scalar_arguments
+from .lowering import load_all, lookup, scalar_arguments
 from .meta import meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
 
@@ -154,7 +154,7 @@ def engine_op(*ops, with_op=False):
 def dispatch(func, args, kwargs):
     route = _routes.get(id(func))
     if route is None:
-        route = _routes[id(func)] = (_ENGINE_OPS.get(func), REGISTRY.get(func))
+        route = _routes[id(func)] = (_ENGINE_OPS.get(func), lookup(func))
     engine, lowering = route
     if engine is not None:
         return engine(*args, **kwargs)
