@@ -34,11 +34,11 @@ def sgd(params):
     return torch.optim.SGD(params, lr=0.05, momentum=0.9)
 
 
-def compiled_train(model, dev, batches, steps):
+def compiled_train(model, dev, batches, steps, make_opt=sgd):
     """The whole step under torch.compile: forward and backward (AOTAutograd, one program
     each), and the optimizer step (a graph of its own, after backward's graph break)."""
     model = model.to(dev)
-    opt = sgd(model.parameters())
+    opt = make_opt(model.parameters())
 
     @torch.compile(backend="openxla")
     def step(x, y):
@@ -74,6 +74,25 @@ def test_trains_like_the_lazy_path_and_the_cpu(dev, name):
     assert compiles[1] == compiles[-1], compiles
     for (key, expected), actual in zip(cpu_model.state_dict().items(), xla_model.state_dict().values()):
         torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_adamw_step_is_one_program(dev):
+    """AdamW under torch.compile: dynamo decomposes addcmul_ into inductor's prims.fma (a
+    lowering registered when the op first appears) and counts steps in CPU tensors (written
+    back from the device)."""
+    adamw = lambda params: torch.optim.AdamW(params, lr=0.01)  # noqa: E731
+    torch.manual_seed(0)
+    model, batches = MLP(), classification_batches((8, 16))
+    cpu_losses, _, cpu_model = train(copy.deepcopy(model), "cpu", adamw, batches, STEPS)
+    met.clear_counters()
+    losses, compiles, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS, adamw)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0)
+    assert count("DynamoLazyGraph") == 0
+    assert compiles[1] == compiles[-1], compiles
+    # Adam divides by the gradients' running scale: rounding noise in tiny gradients moves
+    # weights by up to ~1e-5 (the lazy path's too)
+    for (key, expected), actual in zip(cpu_model.state_dict().items(), xla_model.state_dict().values()):
+        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-3, atol=1e-4, msg=key)
 
 
 @pytest.mark.parametrize("backend", ["openxla", "openxla_eval"])

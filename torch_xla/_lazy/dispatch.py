@@ -19,7 +19,7 @@ from .caches import GenerationCache
 from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
 from .ir import In, Node, Sc, Value, fill_template
-from .lowering import REGISTRY, load_all, scalar_arguments
+from .lowering import load_all, lookup, scalar_arguments
 from .meta import meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
 
@@ -159,7 +159,7 @@ def engine_op(*ops, with_op=False):
 def dispatch(func, args, kwargs):
     route = _recent_route(id(func)) or _routes.get(id(func))
     if route is None:
-        route = (_ENGINE_OPS.get(func), REGISTRY.get(func))
+        route = (_ENGINE_OPS.get(func), lookup(func))
         _routes.put(id(func), route)
     engine, lowering = route
     if engine is not None:

@@ -24,7 +24,7 @@ import torch
 from jax.sharding import SingleDeviceSharding
 
 from .. import debug, metrics, rng, runtime
-from ..execution import from_cpu, materialize
+from ..execution import from_cpu, materialize, to_cpu
 from ..frames import run_without_dynamo
 from ..ir import Value
 from ..tensor import XLATensor, live_tensors, to_functional, unwrap, wrap
@@ -227,9 +227,14 @@ def _read_by_pending(live):
 
 
 def _write_back(t, value):
-    """Gives tensor `t` (an input the graph wrote) its new value."""
+    """Gives tensor `t` (an input the graph wrote) its new value. A CPU scalar (an
+    optimizer's step count) gets it from the device, which waits for the program."""
     if isinstance(t, XLATensor):
         t._value = value
+        return
+    if t.device.type == "cpu":
+        with torch.no_grad():
+            t.copy_(to_cpu(value))
         return
     torch._functionalize_replace(t, wrap(value))
     torch._functionalize_commit_update(t)

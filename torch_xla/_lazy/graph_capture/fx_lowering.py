@@ -24,7 +24,7 @@ from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 from .. import runtime
 from ..execution import materialize
 from ..ir import In, Sc
-from ..lowering import REGISTRY, call_lowering, load_all, scalar_arguments
+from ..lowering import call_lowering, load_all, lookup, scalar_arguments
 from ..tensor import unwrap
 
 aten = torch.ops.aten
@@ -73,7 +73,7 @@ def _copy_variant(op):
 def handled(op) -> bool:
     """Whether an op of a graph can be lowered here (it may still be refused for its
     arguments: a boolean index, a dynamic-shape lowering)."""
-    return (op in REGISTRY or _copy_variant(op) in REGISTRY or op in _ALIASES or op in _NO_VALUE or op in _SIZES
+    return (lookup(op) is not None or lookup(_copy_variant(op)) is not None or op in _ALIASES or op in _NO_VALUE or op in _SIZES
             or op in _PYTHON_OPS or op in (aten.copy.default, aten.copy_.default, operator.getitem))
 
 
@@ -243,7 +243,7 @@ class GraphFunction:
             return self._plan_copy(node)
         if op is aten._to_copy.default:
             return self._plan_to_copy(node)
-        lowering = REGISTRY.get(op) or REGISTRY.get(_copy_variant(op))
+        lowering = lookup(op) or lookup(_copy_variant(op))
         if lowering is None:
             raise Unsupported([str(op)])
         if lowering.dynamic_shape or lowering.collective:

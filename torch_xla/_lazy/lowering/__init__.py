@@ -71,6 +71,29 @@ def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False):
     return register
 
 
+_ON_DEMAND = {}  # schema name -> (fn, options) of ops PyTorch defines only when first used
+
+
+def lower_on_demand(name, **options):
+    """Registers the decorated function as the lowering of op `name` (a schema name, such
+    as 'prims::fma') once that op exists: PyTorch defines some (inductor's prims, that
+    dynamo's decompositions emit) only when torch.compile first runs."""
+    def register(fn):
+        _ON_DEMAND[name] = (fn, options)
+        return fn
+    return register
+
+
+def lookup(op):
+    """The lowering of `op`, or None (an on-demand lowering is registered at its first use)."""
+    hit = REGISTRY.get(op)
+    if hit is None and isinstance(op, torch._ops.OpOverload) and op._schema.name in _ON_DEMAND:
+        fn, options = _ON_DEMAND[op._schema.name]
+        lower(op, **options)(fn)
+        hit = REGISTRY[op]
+    return hit
+
+
 _FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn",
              "conv", "pooling", "resampling", "indexing", "sorting", "random", "foreach",
              "training_ops", "fft", "special")
