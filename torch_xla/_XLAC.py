@@ -6,6 +6,7 @@ engine with the same names and arguments.
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy import metrics as _metrics
+from torch_xla._lazy import sharding as _sharding
 from torch_xla._lazy import tensor as _tensor
 
 
@@ -55,3 +56,13 @@ def _xla_metrics_report() -> str:
 
 def _xla_counter_value(name: str):
     return _metrics.counter_value(name)
+
+
+def _get_xla_sharding_spec(t) -> str:
+    """`t`'s sharding as XLA prints it (`{devices=[2,1]0,1}`), '' if it has none."""
+    return _sharding.spec_text(t)
+
+
+def _get_xla_sharding_type(t):
+    """`t`'s sharding type (an OpSharding type number), None if it has none."""
+    return _sharding.spec_kind(t)

@@ -21,8 +21,8 @@ def device(index: int = None) -> torch.device:
 
 
 def devices():
-    """Every XLA device this process drives."""
-    return [torch.device("xla", i) for i in range(len(_rt.jax_devices()))]
+    """Every XLA device this process drives (under SPMD: xla:0, standing for all)."""
+    return [torch.device("xla", i) for i in range(_rt.device_count())]
 
 
 def sync(wait: bool = False) -> None:

@@ -8,7 +8,12 @@ def device_type() -> str:
 
 
 def addressable_device_count() -> int:
-    """Devices this process drives."""
+    """XLA devices this process drives (under SPMD: 1, the virtual device)."""
+    return _rt.device_count()
+
+
+def addressable_runtime_device_count() -> int:
+    """Physical devices this process drives (under SPMD too)."""
     return len(_rt.jax_devices())
 
 
@@ -51,3 +56,19 @@ def initialize_cache(path: str, readonly: bool = False) -> None:
     load only, never write. Call before the first computation."""
     from torch_xla._lazy import compile_cache
     compile_cache.initialize(path, readonly)
+
+
+def use_spmd(auto: bool = False) -> None:
+    """SPMD mode: xla:0 stands for every device of the runtime, tensors are global (their
+    shards live on the devices, as `torch_xla.distributed.spmd.mark_sharding` lays them out)
+    and each step is one program that XLA's partitioner splits over the devices. Tensors
+    already on xla:0 keep their data, replicated where a program needs it."""
+    if auto:
+        raise NotImplementedError("use_spmd(auto=True): XLA's auto-sharding pass is not available "
+                                  "through jax; give shardings with mark_sharding")
+    _rt.use_spmd()
+
+
+def is_spmd() -> bool:
+    """Whether SPMD mode is on (`use_spmd`)."""
+    return _rt.is_spmd()

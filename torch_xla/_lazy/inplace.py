@@ -13,6 +13,7 @@ import warnings
 import torch
 
 from .lowering import overload_named
+from .sharding import propagate
 
 aten = torch.ops.aten
 _FUNCTIONALIZE = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
@@ -60,6 +61,7 @@ def _kernel(inplace, functional):
                         f"result type {_TYPE_NAMES.get(out.dtype, out.dtype)} can't be cast to the "
                         f"desired output type {_TYPE_NAMES.get(inner.dtype, inner.dtype)}")
                 out = out.to(inner.dtype)
+        propagate(inner, out)
         torch._functionalize_replace(self, out)
         torch._functionalize_commit_update(self)
         torch._sync(self)

@@ -58,7 +58,7 @@ class Node:
 
 
 class Value:
-    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "__weakref__")
+    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "sharding", "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None):
         self.node = node
@@ -67,6 +67,7 @@ class Value:
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
 
     @property
     def pending(self) -> bool:

@@ -138,7 +138,7 @@ def set_thread_device(index) -> None:
 
 
 def world_size() -> int:
-    return process_count() * len(replicas())
+    return 1 if _spmd[0] else process_count() * len(replicas())
 
 
 def local_position() -> int:
@@ -164,10 +164,31 @@ def replica_mesh_devices():
     return [devs[i] for _, devs in sorted(by_process.items()) for i in replicas()]
 
 
+# SPMD (`_lazy/spmd`): xla:0 stands for every device of the runtime, and one program spans
+# them all, partitioned by XLA: no replicas (world size 1).
+_spmd = [False]
+
+
+def use_spmd() -> None:
+    _spmd[0] = True
+
+
+def is_spmd() -> bool:
+    return _spmd[0]
+
+
+def device_count() -> int:
+    """XLA devices this process shows users: its devices, or under SPMD the one virtual
+    device."""
+    return 1 if _spmd[0] else len(jax_devices())
+
+
 def jax_device(index: int):
     devices = jax_devices()
     if index is None:
         index = 0
+    if _spmd[0] and index != 0:
+        raise RuntimeError(f"under SPMD xla:0 stands for every device: there is no xla:{index}")
     if not 0 <= index < len(devices):
         raise RuntimeError(f"Invalid XLA device index {index}: there are {len(devices)} device(s)")
     return devices[index]

@@ -12,7 +12,8 @@ from torch_xla._lazy import tensor as _tensor
 
 def xla_device(n: int = None, devkind: str = None) -> torch.device:
     """The XLA device `n` of this process (default: this DataParallel thread's, or 0)."""
-    count = len(runtime.jax_devices())  # starts the runtime as configured, or says why not
+    runtime.jax_devices()  # starts the runtime as configured, or says why not
+    count = runtime.device_count()
     if n is None:
         n = runtime.thread_device()
     if n is not None and not 0 <= n < count:
@@ -22,7 +23,7 @@ def xla_device(n: int = None, devkind: str = None) -> torch.device:
 
 def get_xla_supported_devices(devkind: str = None, max_devices: int = None):
     """Names of the XLA devices of this process: ['xla:0', 'xla:1', ...]."""
-    names = [f"xla:{i}" for i in range(len(runtime.jax_devices()))]
+    names = [f"xla:{i}" for i in range(runtime.device_count())]
     return names[:max_devices] if max_devices else names
 
 
