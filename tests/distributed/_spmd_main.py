@@ -13,6 +13,7 @@ import torch_xla
 import torch_xla._XLAC
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
+import torch_xla.distributed.parallel_loader as pl
 import torch_xla.distributed.spmd as xs
 import torch_xla.runtime as xr
 from torch_xla._lazy import graph_dump
@@ -343,6 +344,49 @@ def mark_sharding_with_gradients_constrains_the_gradient():
     hlo = torch_xla._XLAC._get_xla_tensors_hlo([xw.grad])
     assert hlo.count('custom_call_target="Sharding"') >= 2, hlo
     torch.testing.assert_close(xw.grad.cpu(), 18 * w)
+
+
+@check
+def loader_shards_each_batch():
+    """MpDeviceLoader(input_sharding=...) puts batches on the devices already sharded; a
+    data-parallel loop over it matches the CPU and compiles once."""
+    mesh = xs.Mesh(np.arange(N), (N, 1), ('data', 'model'))
+    torch.manual_seed(2)
+    batches = [(torch.randn(16, 8), torch.randn(16)) for _ in range(5)]
+    loader = pl.MpDeviceLoader(batches, torch_xla.device(),
+                               input_sharding=xs.ShardingSpec(mesh, ('data', None)))
+    ref = torch.nn.Linear(8, 1)
+    model = torch.nn.Linear(8, 1)
+    model.load_state_dict(ref.state_dict())
+    model.to('xla')
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    counts = []
+    for (x, y), (cx, cy) in zip(loader, batches):
+        assert spec(x) == "{devices=[8,1]0,1,2,3,4,5,6,7}" and spec(y) == ""  # y: rank 1
+        loss = F.mse_loss(model(x).squeeze(1), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ref_loss = F.mse_loss(ref(cx).squeeze(1), cy)
+        ref_loss.backward()
+        with torch.no_grad():
+            for p in ref.parameters():
+                p -= 0.1 * p.grad
+                p.grad = None
+        xm.mark_step()
+        close(loss.item(), ref_loss.item())
+        counts.append(compiles())
+    assert counts[2] == counts[-1], counts
+    by_key = {'x': xs.ShardingSpec(mesh, ('data', None)), 'y': xs.ShardingSpec(mesh, ('data',))}
+    dicts = [{'x': torch.randn(16, 8), 'y': torch.randn(16)}]
+    batch = next(iter(pl.MpDeviceLoader(dicts, torch_xla.device(), input_sharding=by_key)))
+    assert spec(batch['x']) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    assert spec(batch['y']) == "{devices=[8]0,1,2,3,4,5,6,7}"
+    assert torch.equal(batch['y'].cpu(), dicts[0]['y'])
+    raises(KeyError, lambda: next(iter(pl.MpDeviceLoader(
+        dicts, torch_xla.device(), input_sharding={'x': by_key['x']}))), "['y'] are missing")
+    raises(ValueError, lambda: next(iter(pl.MpDeviceLoader(
+        batches, torch_xla.device(), input_sharding=by_key))), "should be a dict")
 
 
 def main(names):

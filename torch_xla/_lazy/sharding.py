@@ -31,13 +31,19 @@ def _constrained(v, s):
     return out
 
 
+def shard_data(v: Value, s) -> None:
+    """Lays buffer value `v`'s data out by sharding `s`, now."""
+    spmd.require()
+    spmd.check_fits(v.shape, s)
+    v.data = spmd.place(v.data, s)
+    v.sharding = s
+
+
 def mark(t: torch.Tensor, s) -> None:
     """Gives `t` sharding `s`: its data is resharded now, or its pending value constrained."""
     v = _value_of(t)
     if v.node is None:
-        spmd.check_fits(v.shape, s)
-        v.data = spmd.place(v.data, s)
-        v.sharding = s
+        shard_data(v, s)
     else:
         unwrap(t)._value = _constrained(v, s)
 

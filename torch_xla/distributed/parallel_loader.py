@@ -5,7 +5,8 @@ ahead (`device_prefetch_size`). With several devices, batches are dealt out in t
 last incomplete round is dropped, so that every device takes the same number of steps (their
 collectives must pair up). Each iteration of a per-device loader first ends the previous step
 (mark_step on that device). Stopping early is fine: the thread gives up when the loader is
-closed or dropped.
+closed or dropped. Under SPMD, `input_sharding` (a ShardingSpec, or a dict of them for dict
+batches) lays each batch out over the mesh as it is moved.
 """
 import queue
 import threading
@@ -19,15 +20,30 @@ from torch_xla._lazy import execution as _execution
 _END = object()
 
 
-def _to_device(obj, device):
+def _to_device(obj, device, sharding=None):
+    """`obj`'s tensors on `device`; under SPMD each laid out by `sharding` (a ShardingSpec,
+    applied to the tensors whose rank it fits) as it arrives."""
     if isinstance(obj, torch.Tensor):
-        return _device.transfer(obj, device)
+        return _device.transfer(obj, device, None if sharding is None else sharding.xla_spec(obj))
     if isinstance(obj, (list, tuple)):
-        items = [_to_device(o, device) for o in obj]
+        items = [_to_device(o, device, sharding) for o in obj]
         return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
     if isinstance(obj, dict):
-        return type(obj)((k, _to_device(v, device)) for k, v in obj.items())
+        return type(obj)((k, _to_device(v, device, sharding)) for k, v in obj.items())
     return obj
+
+
+def _to_device_sharded(batch, device, sharding):
+    """A batch on `device` with `input_sharding`: one ShardingSpec for every tensor, or a dict
+    of them for a dict batch, one for each key."""
+    if not isinstance(sharding, dict):
+        return _to_device(batch, device, sharding)
+    if not isinstance(batch, dict):
+        raise ValueError("input batch should be a dict when input sharding is a dict.")
+    missing = [k for k in batch if k not in sharding]
+    if missing:
+        raise KeyError(f"Keys: {missing} are missing from input_sharding.")
+    return type(batch)((k, _to_device(v, device, sharding[k])) for k, v in batch.items())
 
 
 class _Feed:
@@ -48,7 +64,7 @@ class _Feed:
         return False
 
 
-def _load(feed, it, devices):
+def _load(feed, it, devices, sharding):
     try:
         while not feed.closed.is_set():
             batches = []
@@ -61,7 +77,7 @@ def _load(feed, it, devices):
             if batches is None:
                 break
             for i, (batch, device) in enumerate(zip(batches, devices)):
-                if not feed.put(i, _to_device(batch, device)):
+                if not feed.put(i, _to_device_sharded(batch, device, sharding)):
                     return
     except BaseException as e:  # noqa: BLE001  (re-raised by the consumers)
         for i in range(len(devices)):
@@ -80,8 +96,8 @@ class ParallelLoader:
         self._feed = _Feed(len(self._devices), device_prefetch_size)
         # iter() here, not in the thread: a DataLoader draws its seed from torch's generator
         # then, and doing that in step with the caller keeps runs reproducible.
-        self._thread = threading.Thread(target=_load, args=(self._feed, iter(loader), self._devices),
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=_load, args=(self._feed, iter(loader), self._devices, input_sharding), daemon=True)
         self._thread.start()
         weakref.finalize(self, self._feed.closed.set)
 
