@@ -1,0 +1,1 @@
+"""torch_xla.experimental: newer APIs (spmd_fully_sharded_data_parallel)."""
