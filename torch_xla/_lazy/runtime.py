@@ -93,10 +93,12 @@ def _join_processes(platform) -> None:
 
 
 def process_count() -> int:
+    jax_devices()  # the processes join when the runtime starts
     return jax.process_count() if jax.distributed.is_initialized() else 1
 
 
 def process_index() -> int:
+    jax_devices()
     return jax.process_index() if jax.distributed.is_initialized() else 0
 
 
@@ -233,7 +235,15 @@ def to_device_buffer(t: torch.Tensor, index: int):
 
 
 def to_cpu_tensor(buffer, dtype: torch.dtype) -> torch.Tensor:
-    """Copies a jax array into a new CPU tensor of `dtype`."""
+    """Copies a jax array into a new CPU tensor of `dtype`. An array spanning processes
+    (SPMD over several hosts) is read from a local replica, or gathered from every process
+    (each must read it too, as they do running the same script)."""
+    if not buffer.is_fully_addressable:
+        if buffer.is_fully_replicated:
+            buffer = buffer.addressable_shards[0].data
+        else:
+            from jax.experimental import multihost_utils
+            buffer = multihost_utils.process_allgather(buffer, tiled=True)
     array = np.array(buffer)  # a writable copy: torch.from_numpy must own it
     if dtype in _BITCAST:
         return torch.from_numpy(array.view(np.int16)).view(dtype)

@@ -39,6 +39,16 @@ def shard_data(v: Value, s) -> None:
     v.sharding = s
 
 
+def from_process_batch(v: Value, s) -> Value:
+    """The global batch whose dim 0 is every process's buffer value `v` end to end (each
+    process loading its own part), laid out by sharding `s`."""
+    spmd.require()
+    data = spmd.from_process_batches(v.data, s)
+    out = Value(tuple(data.shape), v.dtype, v.device, data=data)
+    out.sharding = s
+    return out
+
+
 def mark(t: torch.Tensor, s) -> None:
     """Gives `t` sharding `s`: its data is resharded now, or its pending value constrained."""
     v = _value_of(t)

@@ -97,6 +97,14 @@ def place(array, s):
     return jax.jit(lambda x: x, out_shardings=s)(array)
 
 
+def from_process_batches(array, s, dim: int = 0):
+    """A global array laid out by `s` whose dim `dim` is every process's `array` (this
+    process's part of a batch, each process holding as many rows) put end to end."""
+    shape = list(array.shape)
+    shape[dim] *= runtime.process_count()
+    return jax.make_array_from_process_local_data(s, np.asarray(array), tuple(shape))
+
+
 @functools.lru_cache(maxsize=None)
 def _global_index():
     return {d: i for i, d in enumerate(runtime.global_devices())}

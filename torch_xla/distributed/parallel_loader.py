@@ -24,7 +24,9 @@ def _to_device(obj, device, sharding=None):
     """`obj`'s tensors on `device`; under SPMD each laid out by `sharding` (a ShardingSpec,
     applied to the tensors whose rank it fits) as it arrives."""
     if isinstance(obj, torch.Tensor):
-        return _device.transfer(obj, device, None if sharding is None else sharding.xla_spec(obj))
+        if sharding is None:
+            return _device.transfer(obj, device)
+        return _device.transfer(obj, device, sharding.xla_spec(obj), sharding.minibatch)
     if isinstance(obj, (list, tuple)):
         items = [_to_device(o, device, sharding) for o in obj]
         return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
