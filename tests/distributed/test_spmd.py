@@ -17,8 +17,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 @pytest.fixture(scope="module")
-def spmd_results():
-    env = dict(os.environ, CPU_NUM_DEVICES="8", PYTHONPATH=ROOT)
+def checkpoint_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("spmd_checkpoint"))
+
+
+@pytest.fixture(scope="module")
+def spmd_results(checkpoint_dir):
+    env = dict(os.environ, CPU_NUM_DEVICES="8", PYTHONPATH=ROOT, SPMD_CHECKPOINT_DIR=checkpoint_dir)
     proc = subprocess.run([sys.executable, "-m", "tests.distributed._spmd_main"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
     results = {name: status for status, name in re.findall(r"^(ok|FAIL) (\w+)$", proc.stdout, re.M)}
@@ -37,3 +42,13 @@ def test_mark_sharding_needs_spmd_mode(dev):
     mesh = xs.Mesh(np.arange(1), (1,))
     with pytest.raises(RuntimeError, match=r"use_spmd\(\)"):
         xs.mark_sharding(torch.ones(2).to(dev), mesh, (0,))
+
+
+def test_checkpoint_saved_on_8_devices_loads_on_4(spmd_results, checkpoint_dir):
+    """The checkpoint `checkpoint_saved_on_one_mesh_loads_on_another` wrote on 8 devices,
+    loaded onto a 2 x 2 mesh of 4 devices: every tensor as saved."""
+    assert spmd_results[1].get("checkpoint_saved_on_one_mesh_loads_on_another") == "ok"
+    env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "tests.distributed._spmd_ckpt", checkpoint_dir],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["loaded"], proc.stdout[-2000:] + proc.stderr[-4000:]
