@@ -58,6 +58,13 @@ def mark(t: torch.Tensor, s) -> None:
         unwrap(t)._value = _constrained(v, s)
 
 
+def copy_sharding(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """Gives `dst` the sharding `src` has, if any."""
+    s = unwrap(src)._value.sharding
+    if s is not None:
+        mark(dst, s)
+
+
 def clear(t: torch.Tensor) -> None:
     """Forgets `t`'s sharding (its data stays where it is)."""
     _value_of(t).sharding = None
