@@ -187,7 +187,7 @@ def fsdp_v2_with_gradient_checkpointing():
         return FSDPv2(checkpoint_module(m), *args, **kwargs)
     model, _, losses, ref_losses, _ = _train(
         lambda m: FSDPv2(m, mesh=mesh, auto_wrap_policy=policy, auto_wrapper_callable=checkpointed),
-        steps=3)
+        steps=2)
     for a, b in zip(losses, ref_losses):
         close(a, b)
-    assert len(runs) == 3 * LAYERS * 2, len(runs)  # forward and recomputation, each step
+    assert len(runs) == 2 * LAYERS * 2, len(runs)  # forward and recomputation, each step

@@ -47,6 +47,21 @@ def sharding(jax_mesh: Mesh, spec: tuple) -> NamedSharding:
     return NamedSharding(jax_mesh, PartitionSpec(*spec))
 
 
+def mesh_of(s) -> Mesh:
+    """The mesh of sharding `s` (for a sharding without one, as XLA may leave a program's
+    output: a 1-D mesh of its devices in its order)."""
+    if isinstance(s, NamedSharding):
+        return s.mesh
+    return _device_mesh(tuple(s._device_assignment))
+
+
+@functools.lru_cache(maxsize=None)
+def _device_mesh(devices):
+    grid = np.empty(len(devices), dtype=object)
+    grid[:] = devices
+    return Mesh(grid, ("devices",))
+
+
 def replicated(jax_mesh: Mesh) -> NamedSharding:
     return NamedSharding(jax_mesh, PartitionSpec())
 

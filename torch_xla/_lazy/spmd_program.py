@@ -35,13 +35,13 @@ def _meshes(w):
     donated, kept, _ = w.args
     for a in donated + kept:
         if not spmd.is_virtual(a):
-            found.setdefault(a.sharding.mesh, None)
+            found.setdefault(spmd.mesh_of(a.sharding), None)
     for node in w.order:
         if node.op is SHARDING_CONSTRAINT:
-            found.setdefault(node.template[0][1].mesh, None)
+            found.setdefault(spmd.mesh_of(node.template[0][1]), None)
     for v in w.roots:
         if v.sharding is not None:
-            found.setdefault(v.sharding.mesh, None)
+            found.setdefault(spmd.mesh_of(v.sharding), None)
     return list(found)
 
 
