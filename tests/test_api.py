@@ -185,12 +185,10 @@ def test_device_type_is_fixed_once_the_runtime_started(monkeypatch):
         xr.set_device_type("TPU")
 
 
-def test_spmd_raises_when_used():
-    import torch_xla.distributed.spmd as xs
-    with pytest.raises(NotImplementedError, match="SPMD sharding is not available"):
-        xs.Mesh([0], (1,))
-    with pytest.raises(NotImplementedError, match="use_spmd"):
-        xr.use_spmd()
+def test_spmd_auto_sharding_raises_and_leaves_spmd_off():
+    with pytest.raises(NotImplementedError, match="auto-sharding"):
+        xr.use_spmd(auto=True)
+    assert not xr.is_spmd()
 
 
 def test_tpu_count_is_zero_on_a_host_without_tpus(monkeypatch):

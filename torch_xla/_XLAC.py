@@ -14,6 +14,7 @@ from torch_xla._lazy import collectives as _coll
 from torch_xla._lazy import metrics as _metrics
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
 from torch_xla._lazy import runtime as _runtime
+from torch_xla._lazy import sharding as _sharding
 from torch_xla._lazy import tensor as _tensor
 
 
@@ -155,3 +156,13 @@ def _xla_optimization_barrier_(tensors) -> None:
     outs = _coll.apply(OPTIMIZATION_BARRIER, tensors, [_coll.aval(t) for t in tensors])
     for t, out in zip(tensors, outs):
         _tensor.unwrap(t)._value = _tensor.unwrap(out)._value
+
+
+def _get_xla_sharding_spec(t) -> str:
+    """`t`'s sharding as XLA prints it (`{devices=[2,1]0,1}`), '' if it has none."""
+    return _sharding.spec_text(t)
+
+
+def _get_xla_sharding_type(t):
+    """`t`'s sharding type (an OpSharding type number), None if it has none."""
+    return _sharding.spec_kind(t)

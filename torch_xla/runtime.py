@@ -11,7 +11,12 @@ def device_type() -> str:
 
 
 def addressable_device_count() -> int:
-    """Devices this process drives."""
+    """XLA devices this process drives (under SPMD: 1, the virtual device)."""
+    return _rt.device_count()
+
+
+def addressable_runtime_device_count() -> int:
+    """Physical devices this process drives (under SPMD too)."""
     return len(_rt.jax_devices())
 
 
@@ -93,10 +98,6 @@ def local_device_count() -> int:
     return local_process_count() * addressable_device_count()
 
 
-def addressable_runtime_device_count() -> int:
-    return addressable_device_count()
-
-
 def runtime_device_attributes(device: str) -> dict:
     """What PJRT tells of `device` ('CPU:0' or 'xla:0'): name, kind, ids (TPU coords...)."""
     return torch_xla._XLAC._xla_get_device_attributes(device)
@@ -127,11 +128,17 @@ def get_master_ip() -> str:
                        f"(set TORCH_XLA_COORDINATOR=host:port)")
 
 
-def is_spmd() -> bool:
-    """Always False: this torch_xla has no SPMD mode (see torch_xla.distributed.spmd)."""
-    return False
-
-
 def use_spmd(auto: bool = False) -> None:
-    raise NotImplementedError("torch_xla.runtime.use_spmd: SPMD mode is not available in this "
-                              "torch_xla (one program per replica)")
+    """SPMD mode: xla:0 stands for every device of the runtime, tensors are global (their
+    shards live on the devices, as `torch_xla.distributed.spmd.mark_sharding` lays them out)
+    and each step is one program that XLA's partitioner splits over the devices. Tensors
+    already on xla:0 keep their data, replicated where a program needs it."""
+    if auto:
+        raise NotImplementedError("use_spmd(auto=True): XLA's auto-sharding pass is not available "
+                                  "through jax; give shardings with mark_sharding")
+    _rt.use_spmd()
+
+
+def is_spmd() -> bool:
+    """Whether SPMD mode is on (`use_spmd`)."""
+    return _rt.is_spmd()

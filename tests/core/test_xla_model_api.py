@@ -68,8 +68,6 @@ def test_send_cpu_data_to_device_walks_nested_data(dev):
     assert out["h"].t.device == dev and torch.equal(out["h"].t.cpu(), cpu)
     single = xm.send_cpu_data_to_device(cpu, dev)
     assert isinstance(single, list) and single[0].device == dev
-    with pytest.raises(NotImplementedError, match="SPMD"):
-        xm.send_cpu_data_to_device(cpu, dev, input_sharding=object())
 
 
 def test_maybe_convert_to_cpu(dev):

@@ -46,8 +46,6 @@ def test_prefetch_sizes_bound_the_batches_read_ahead(dev):
 def test_unsupported_arguments_raise(dev):
     with pytest.raises(NotImplementedError, match="host_to_device_transfer_threads=2"):
         pl.ParallelLoader([], [dev], host_to_device_transfer_threads=2)
-    with pytest.raises(NotImplementedError, match="input_sharding"):
-        pl.ParallelLoader([], [dev], input_sharding=object())
 
 
 def test_a_round_with_unequal_batches_along_batchdim_ends_the_data():

@@ -18,6 +18,7 @@ from .dispatch import dispatch
 from .execution import from_cpu
 from .lowering import overload_named
 from .frames import run_without_dynamo
+from .sharding import from_process_batch, shard_data
 from .tensor import to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
@@ -57,12 +58,19 @@ def device_dtype(dtype):
     return bf16_mode().get(dtype, dtype)
 
 
-def transfer(t: torch.Tensor, device) -> torch.Tensor:
+def transfer(t: torch.Tensor, device, sharding=None, minibatch=False) -> torch.Tensor:
     """A CPU tensor on an XLA device, already a buffer (`.to(device)` records an `empty` and a
-    copy). Data loaders' background threads use it: a step ending on another thread at that
-    moment must not find a half-made tensor among the live ones."""
+    copy), laid out by the jax `sharding` if given (SPMD; `minibatch`: `t` is this process's
+    part of the batch, dim 0 of a global tensor). Data loaders' background threads use it: a
+    step ending on another thread at that moment must not find a half-made tensor among the
+    live ones."""
     index = torch.device(device).index or 0
-    return to_functional(wrap(from_cpu(t, index, dtype=device_dtype(t.dtype))))
+    value = from_cpu(t, index, dtype=device_dtype(t.dtype))
+    if sharding is not None and minibatch:
+        value = from_process_batch(value, sharding)
+    elif sharding is not None:
+        shard_data(value, sharding)
+    return to_functional(wrap(value))
 
 
 def _factory(op, *args, **kwargs):

@@ -9,6 +9,7 @@ from . import debug
 from .dispatch import dispatch, engine_op, trace
 from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
+from .sharding import propagate
 from .tensor import XLATensor, dispatch_depth, to_functional, wrap
 
 aten = torch.ops.aten
@@ -140,8 +141,10 @@ def _index_put(func, x, indices, values, accumulate=False):
 
 
 @engine_op(aten._propagate_xla_data.default)
-def _propagate_xla_data(*args):
-    return None
+def _propagate_xla_data(old, new):
+    """Functionalization swapping `old`'s value for `new`'s (an in-place op): `new` keeps
+    `old`'s sharding."""
+    propagate(old, new)
 
 
 @engine_op(aten.resize_.default)

@@ -2,7 +2,8 @@
 
 `materialize(values)` runs what `values` need, one program per device: the compiler's walk
 and program (`compiler`), run on the device; a graph with a collective runs as one
-replicated program over every replica's device (`replicated`). `mark_step` does it for
+replicated program over every replica's device (`replicated`); under SPMD every graph runs
+as one program partitioned over all devices (`spmd_program`). `mark_step` does it for
 every live pending tensor and donates the buffers no live tensor holds any more.
 `from_cpu`/`to_cpu` are the transfers, counted and timed in the metrics.
 
@@ -17,7 +18,7 @@ import time
 import jax
 import torch
 
-from . import compiler, metrics, replicated, runtime
+from . import compiler, metrics, replicated, runtime, spmd_program
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -146,6 +147,8 @@ def _run(values, held=None) -> None:
 
 
 def _execute(w, values, held):
+    if runtime.is_spmd():
+        return spmd_program.run(w)
     if w.collective:
         if held is not None:
             # Replicas must agree on the program, and which buffers are still held can differ

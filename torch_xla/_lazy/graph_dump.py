@@ -8,7 +8,7 @@ the program text, jax's lowering of the same function the compiler jits.
 import jax
 import torch
 
-from . import compiler
+from . import compiler, runtime, spmd_program
 from .ir import fill_template, format_avals
 from .tensor import XLATensor, live_values, unwrap
 
@@ -79,6 +79,8 @@ def lowered(tensors):
     w = _walk(tensors)
     if w is None:
         return None
+    if runtime.is_spmd():
+        return spmd_program.lowered(w)
     return jax.jit(w.program.run_traced).lower(*w.args)
 
 

@@ -14,6 +14,7 @@ import torch
 
 from .lowering import overload_named
 from .frames import run_without_dynamo
+from .sharding import propagate
 
 aten = torch.ops.aten
 _FUNCTIONALIZE = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
@@ -61,6 +62,7 @@ def _kernel(inplace, functional):
                         f"result type {_TYPE_NAMES.get(out.dtype, out.dtype)} can't be cast to the "
                         f"desired output type {_TYPE_NAMES.get(inner.dtype, inner.dtype)}")
                 out = out.to(inner.dtype)
+        propagate(inner, out)
         torch._functionalize_replace(self, out)
         torch._functionalize_commit_update(self)
         torch._sync(self)

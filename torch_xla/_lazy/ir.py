@@ -60,7 +60,8 @@ class Node:
 class Value:
     """`error` is set only on a value whose program failed (then it has neither a node nor
     data): using it raises `failure()`."""
-    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "error", "__weakref__")
+    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "error", "sharding",
+                 "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None):
         self.node = node
@@ -69,6 +70,7 @@ class Value:
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
 
     @property
     def pending(self) -> bool:

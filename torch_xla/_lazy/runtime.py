@@ -97,10 +97,12 @@ def _join_processes(platform) -> None:
 
 
 def process_count() -> int:
+    jax_devices()  # the processes join when the runtime starts
     return jax.process_count() if jax.distributed.is_initialized() else 1
 
 
 def process_index() -> int:
+    jax_devices()
     return jax.process_index() if jax.distributed.is_initialized() else 0
 
 
@@ -142,7 +144,7 @@ def set_thread_device(index) -> None:
 
 
 def world_size() -> int:
-    return process_count() * len(replicas())
+    return 1 if _spmd[0] else process_count() * len(replicas())
 
 
 def local_position() -> int:
@@ -168,10 +170,31 @@ def replica_mesh_devices():
     return [devs[i] for _, devs in sorted(by_process.items()) for i in replicas()]
 
 
+# SPMD (`_lazy/spmd`): xla:0 stands for every device of the runtime, and one program spans
+# them all, partitioned by XLA: no replicas (world size 1).
+_spmd = [False]
+
+
+def use_spmd() -> None:
+    _spmd[0] = True
+
+
+def is_spmd() -> bool:
+    return _spmd[0]
+
+
+def device_count() -> int:
+    """XLA devices this process shows users: its devices, or under SPMD the one virtual
+    device."""
+    return 1 if _spmd[0] else len(jax_devices())
+
+
 def jax_device(index: int):
     devices = jax_devices()
     if index is None:
         index = 0
+    if _spmd[0] and index != 0:
+        raise RuntimeError(f"under SPMD xla:0 stands for every device: there is no xla:{index}")
     if not 0 <= index < len(devices):
         raise RuntimeError(f"Invalid XLA device index {index}: there are {len(devices)} device(s)")
     return devices[index]
@@ -232,7 +255,15 @@ def to_device_buffer(t: torch.Tensor, index: int):
 
 
 def to_cpu_tensor(buffer, dtype: torch.dtype) -> torch.Tensor:
-    """Copies a jax array into a new CPU tensor of `dtype`."""
+    """Copies a jax array into a new CPU tensor of `dtype`. An array spanning processes
+    (SPMD over several hosts) is read from a local replica, or gathered from every process
+    (each must read it too, as they do running the same script)."""
+    if not buffer.is_fully_addressable:
+        if buffer.is_fully_replicated:
+            buffer = buffer.addressable_shards[0].data
+        else:
+            from jax.experimental import multihost_utils
+            buffer = multihost_utils.process_allgather(buffer, tiled=True)
     array = np.array(buffer)  # a writable copy: torch.from_numpy must own it
     if dtype in _BITCAST:
         bits = _BITCAST[dtype]

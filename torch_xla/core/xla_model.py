@@ -19,7 +19,8 @@ from torch_xla._lazy import tensor as _tensor
 
 def xla_device(n: int = None, devkind: str = None) -> torch.device:
     """The XLA device `n` of this process (default: this DataParallel thread's, or 0)."""
-    count = len(runtime.jax_devices())  # starts the runtime as configured, or says why not
+    runtime.jax_devices()  # starts the runtime as configured, or says why not
+    count = runtime.device_count()
     if n is None:
         n = runtime.thread_device()
     if n is not None and not 0 <= n < count:
@@ -29,7 +30,7 @@ def xla_device(n: int = None, devkind: str = None) -> torch.device:
 
 def get_xla_supported_devices(devkind: str = None, max_devices: int = None):
     """Names of the XLA devices of this process: ['xla:0', 'xla:1', ...]."""
-    names = [f"xla:{i}" for i in range(len(runtime.jax_devices()))]
+    names = [f"xla:{i}" for i in range(runtime.device_count())]
     return names[:max_devices] if max_devices else names
 
 
@@ -472,15 +473,17 @@ def _maybe_convert_to_cpu(data, convert: bool = True):
 def send_cpu_data_to_device(datas, device, input_sharding=None):
     """`datas` with every CPU tensor (plain `torch.Tensor`s, through dicts, lists, tuples,
     sets and objects' attributes) copied to XLA device `device`. As in torch_xla, a single
-    tensor comes back in a list, tuples as lists, other objects as shallow copies."""
-    if input_sharding is not None:
-        raise NotImplementedError("send_cpu_data_to_device(input_sharding=...): SPMD sharding "
-                                  "is not available in this torch_xla")
+    tensor comes back in a list, tuples as lists, other objects as shallow copies. Under SPMD,
+    `input_sharding` (a ShardingSpec) lays each tensor whose rank it fits out over its mesh."""
     if type(datas) is torch.Tensor:
         datas = [datas]
+
+    def transfer(t):
+        if input_sharding is None:
+            return _device.transfer(t, device)
+        return _device.transfer(t, device, input_sharding.xla_spec(t), input_sharding.minibatch)
     return xu.for_each_instance_rewrite(
-        datas, lambda v: type(v) is torch.Tensor and v.device.type == "cpu",
-        lambda t: _device.transfer(t, device))
+        datas, lambda v: type(v) is torch.Tensor and v.device.type == "cpu", transfer)
 
 
 def _to_cpu_data(data, convert: bool = True):

@@ -8,6 +8,8 @@ device takes the same steps (their collectives must pair up). Every `batches_per
 batches, and at the end, a per-device loader ends the step on its device (mark_step and the
 step closures). Stopping early is fine: the threads give up when the loader is closed or
 dropped.
+Under SPMD, `input_sharding` (a ShardingSpec, or a dict of them for dict batches) lays
+each batch out over the mesh as it is moved.
 """
 import queue
 import threading
@@ -21,14 +23,18 @@ from torch_xla._lazy import execution as _execution
 _END = object()
 
 
-def _to_device(obj, device):
+def _to_device(obj, device, sharding=None):
+    """`obj`'s tensors on `device`; under SPMD each laid out by `sharding` (a ShardingSpec,
+    applied to the tensors whose rank it fits) as it arrives."""
     if isinstance(obj, torch.Tensor):
-        return _device.transfer(obj, device)
+        if sharding is None:
+            return _device.transfer(obj, device)
+        return _device.transfer(obj, device, sharding.xla_spec(obj), sharding.minibatch)
     if isinstance(obj, (list, tuple)):
-        items = [_to_device(o, device) for o in obj]
+        items = [_to_device(o, device, sharding) for o in obj]
         return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
     if isinstance(obj, dict):
-        return type(obj)((k, _to_device(v, device)) for k, v in obj.items())
+        return type(obj)((k, _to_device(v, device, sharding)) for k, v in obj.items())
     return obj
 
 
@@ -41,6 +47,19 @@ def _batch_sizes(batch, dim):
     if isinstance(batch, (list, tuple)):
         return [s for b in batch for s in _batch_sizes(b, dim)]
     return []
+
+
+def _to_device_sharded(batch, device, sharding):
+    """A batch on `device` with `input_sharding`: one ShardingSpec for every tensor, or a dict
+    of them for a dict batch, one for each key."""
+    if not isinstance(sharding, dict):
+        return _to_device(batch, device, sharding)
+    if not isinstance(batch, dict):
+        raise ValueError("input batch should be a dict when input sharding is a dict.")
+    missing = [k for k in batch if k not in sharding]
+    if missing:
+        raise KeyError(f"Keys: {missing} are missing from input_sharding.")
+    return type(batch)((k, _to_device(v, device, sharding[k])) for k, v in batch.items())
 
 
 class _Feed:
@@ -96,13 +115,14 @@ def _read(feed, it, n, batchdim):
         feed.put(q, _END)
 
 
-def _transfer(feed, i, device):
-    """Moves device i's batches from its CPU queue to its device queue, in order."""
+def _transfer(feed, i, device, sharding):
+    """Moves device i's batches from its CPU queue to its device queue, in order, laid out
+    by `sharding` (`input_sharding`) under SPMD."""
     while True:
         item = feed.get(feed.cpu[i])
         if item is not _END and not isinstance(item, BaseException):
             try:
-                item = _to_device(item, device)
+                item = _to_device_sharded(item, device, sharding)
             except BaseException as e:  # noqa: BLE001
                 item = e
         if not feed.put(feed.queues[i], item) or item is _END or isinstance(item, BaseException):
@@ -114,15 +134,12 @@ class ParallelLoader:
     i % len(devices). See the module docstring for the other arguments.
 
     `host_to_device_transfer_threads` must be 1: one thread per device keeps the batches in
-    order. `input_sharding` (SPMD) does not exist in this torch_xla.
+    order.
     """
 
     def __init__(self, loader, devices, batchdim=0, batches_per_execution=1,
                  loader_prefetch_size=16, device_prefetch_size=8, host_to_device_transfer_threads=1,
                  input_sharding=None):
-        if input_sharding is not None:
-            raise NotImplementedError("ParallelLoader(input_sharding=...): SPMD sharding is not "
-                                      "available in this torch_xla")
         if host_to_device_transfer_threads != 1:
             raise NotImplementedError(
                 f"ParallelLoader(host_to_device_transfer_threads={host_to_device_transfer_threads}): "
@@ -137,7 +154,8 @@ class ParallelLoader:
         # then, and doing that in step with the caller keeps runs reproducible.
         threads = [threading.Thread(target=_read, daemon=True,
                                     args=(self._feed, iter(loader), len(self._devices), batchdim))]
-        threads += [threading.Thread(target=_transfer, args=(self._feed, i, d), daemon=True)
+        threads += [threading.Thread(target=_transfer, args=(self._feed, i, d, input_sharding),
+                                     daemon=True)
                     for i, d in enumerate(self._devices)]
         for t in threads:
             t.start()

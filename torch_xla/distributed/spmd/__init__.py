@@ -1,29 +1,19 @@
-"""torch_xla.distributed.spmd (imported as `xs`): SPMD sharding annotations.
+"""torch_xla.distributed.spmd (imported as `xs`): SPMD sharding over jax's meshes.
 
-This torch_xla runs one program per replica (xmp.spawn, DataParallel) and has no SPMD mode:
-tensors carry no sharding, and XLA's SPMD partitioner is never asked to split a program.
-The module exists so that clients which import it unconditionally (transformers' Trainer)
-load; each of its names raises `NotImplementedError` when used.
+Under `torch_xla.runtime.use_spmd()` one program runs over every device: tensors are laid
+out over a `Mesh` with `mark_sharding`, and XLA's partitioner splits the program and
+inserts the collectives (see `torch_xla._lazy.spmd`).
 """
+from .xla_sharded_tensor import XLAShard, XLAShardedTensor
+from .xla_sharding import (HybridMesh, MarkShardingFunction, Mesh, ShardingSpec, ShardingType,
+                           clear_sharding, disable_manual_sharding, enable_manual_sharding,
+                           get_1d_mesh, get_global_mesh, mark_sharding,
+                           mark_sharding_with_gradients, set_global_mesh, wrap_as_sharded_tensor,
+                           wrap_if_sharded)
 
-_NAMES = (
-    "auto_policy", "XLAShard", "XLAShardedTensor", "Mesh", "HybridMesh", "ShardingType",
-    "ShardingSpec", "XLAPatchedLinear", "mark_sharding", "mark_sharding_with_gradients",
-    "shard_as", "annotate_custom_sharding", "clear_sharding", "get_1d_mesh", "wrap_if_sharded",
-    "xla_distribute_tensor", "xla_distribute_module", "xla_patched_nn_linear_forward",
-    "set_global_mesh", "get_global_mesh", "enable_manual_sharding", "disable_manual_sharding",
-    "apply_backward_optimization_barrier")
-
-
-def _unavailable(name):
-    def unavailable(*args, **kwargs):
-        raise NotImplementedError(
-            f"torch_xla.distributed.spmd.{name}: SPMD sharding is not available in this torch_xla "
-            f"(one program per replica; use xmp.spawn / torch_xla.launch for data parallelism)")
-    unavailable.__name__ = unavailable.__qualname__ = name
-    unavailable.__doc__ = f"Not available: raises NotImplementedError (see the module docstring)."
-    return unavailable
-
-
-globals().update({name: _unavailable(name) for name in _NAMES})
-__all__ = list(_NAMES)
+__all__ = [
+    "XLAShard", "XLAShardedTensor", "Mesh", "HybridMesh", "ShardingType", "ShardingSpec",
+    "MarkShardingFunction", "mark_sharding", "mark_sharding_with_gradients", "clear_sharding",
+    "get_1d_mesh", "wrap_if_sharded", "wrap_as_sharded_tensor", "set_global_mesh",
+    "get_global_mesh", "enable_manual_sharding", "disable_manual_sharding",
+]
