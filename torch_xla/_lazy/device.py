@@ -1,7 +1,7 @@
 """Makes 'xla' a device PyTorch can create tensors on.
 
-Three hooks, installed once at import: the device guard (a 30-line C++ file compiled on
-first use and cached, since PyTorch has no Python way to register one for XLA), a fallback
+Three hooks, installed once at import: the device guard (from _lazy/device_guard, which says
+where it comes from; where none can be had, making an XLA tensor raises naming the fix), a fallback
 kernel for the XLA dispatch key (reached by factory ops such as `torch.zeros(...,
 device='xla')`, which have no tensor argument to dispatch on), and the reseeding of XLA
 devices by `torch.manual_seed`.
@@ -10,21 +10,13 @@ import functools
 import os
 
 import torch
-import torch.utils.cpp_extension
 
-from . import rng
+from . import device_guard, rng
 from .dispatch import dispatch
 from .execution import from_cpu
 from .tensor import to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
-
-
-def _load_device_guard() -> None:
-    name = "torch_xla_jax_device_guard_" + torch.__version__.replace(".", "_").replace("+", "_")
-    torch.utils.cpp_extension.load(
-        name=name, sources=[os.path.join(os.path.dirname(__file__), "device_guard.cpp")],
-        is_python_module=False, verbose=False)
 
 
 def _read_bf16_mode():
@@ -56,12 +48,14 @@ def transfer(t: torch.Tensor, device) -> torch.Tensor:
     copy). Data loaders' background threads use it: a step ending on another thread at that
     moment must not find a half-made tensor among the live ones."""
     index = torch.device(device).index or 0
+    device_guard.check(index)
     return to_functional(wrap(from_cpu(t, index, dtype=device_dtype(t.dtype))))
 
 
 def _factory(op, *args, **kwargs):
     """Factory ops on an XLA device: traced below, wrapped for functionalization unless the
     call already comes from below it (a decomposition inside the engine)."""
+    device_guard.check(kwargs.get("device"))
     downcast = bf16_mode()
     if downcast and op._schema.name != "aten::_to_copy":
         dtype = kwargs.get("dtype") or torch.get_default_dtype()
@@ -122,7 +116,7 @@ _libs = []
 def install() -> None:
     if _libs:
         return
-    _load_device_guard()
+    device_guard.install()
     fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(_factory, "XLA")
     # PyTorch routes a fallback call whose arguments carry the Python key (an XLATensor met
