@@ -9,6 +9,7 @@ tensors for pointwise ops) so users get the CPU's message.
 import torch
 from torch.utils import _pytree as pytree
 
+from . import torch_compat
 from .tensor import XLATensor
 
 aten = torch.ops.aten
@@ -67,7 +68,7 @@ def meta_outputs(func, args, kwargs, sig):
         return hit
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
     try:
-        out = func(*margs, **mkwargs)
+        out = (torch_compat.meta_stand_in(func) or func)(*margs, **mkwargs)
     except (RuntimeError, ValueError, IndexError, TypeError) as e:
         raise (cpu_error(func, args, kwargs) or e) from None
     if func in _CPU_CHECKED or _is_pointwise(func):
