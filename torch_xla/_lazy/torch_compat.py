@@ -35,3 +35,16 @@ def meta_stand_in(func):
     """A meta-tensor call with `func`'s outputs, where `func`'s own meta kernel cannot run on
     some admitted torch release; else None."""
     return _META_STAND_INS.get(func)
+
+
+def aten_overloads(*names):
+    """The overloads among `names` ('packet.overload') that this torch has: ops some admitted
+    releases lack get their lowerings only where they exist (torch 2.15 removed
+    `aten::cholesky`, whose Python function now goes through linalg_cholesky_ex)."""
+    found = []
+    for name in names:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(aten, packet, None), overload or "default", None)
+        if op is not None:
+            found.append(op)
+    return tuple(found)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import runtime
+from .. import runtime, torch_compat
 from . import aten, lower
 from ._types import float_of
 from .linalg import cholesky_ex
@@ -472,7 +472,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_in
 
 # ---- linear algebra ---------------------------------------------------------------------------
 
-@lower(aten.cholesky.default)
+@lower(*torch_compat.aten_overloads("cholesky.default"))
 def cholesky(a, upper=False):
     """The deprecated torch.cholesky. A matrix that is not positive-definite gives nans
     (PyTorch raises; a lowering cannot)."""
