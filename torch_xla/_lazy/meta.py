@@ -27,7 +27,8 @@ def _to_meta(obj):
 # Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes, empty inputs).
 _CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
                 aten.mv.default, aten.addmv.default, aten.dot.default, aten.vdot.default,
-                aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default}
+                aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default,
+                aten._scaled_dot_product_flash_attention_for_cpu.default}
 
 
 def _cpu_stand_in(tiny):

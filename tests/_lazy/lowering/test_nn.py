@@ -244,3 +244,29 @@ def test_embedding_bag_per_sample_weights_and_2d_input():
                 torch.tensor([[0, 1, 4], [3, 4, 4]]), w, wrt=(1,))
     # without gradients: _embedding_bag_forward_only
     check_lowered(lambda idx, w: F.embedding_bag(idx, w, mode="max"), idx.reshape(2, 3), w.detach())
+
+
+@pytest.mark.parametrize("causal,mask", [(False, None), (True, None), (False, "float")])
+def test_cpu_flash_attention_forward_and_backward(causal, mask):
+    """Its logsumexp output and its backward op are PyTorch's, not the export decomposition's."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 4, 5, requires_grad=True) for _ in range(3))
+    masks = {None: None, "float": torch.randn(4, 4)}
+
+    def attention(q, k, v):
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, is_causal=causal, attn_mask=None if mask is None else masks[mask].to(q.device))
+        out.pow(2).sum().backward()
+        return out, lse, q.grad, k.grad, v.grad
+    check_lowered(attention, q, k, v, rtol=1e-4, atol=1e-5)
+
+
+def test_cpu_flash_attention_refuses_a_bool_mask_as_pytorch_does(dev):
+    q = torch.randn(1, 1, 2, 3)
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, attn_mask=mask)
+    with pytest.raises(RuntimeError) as xla:
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q.to(dev), q.to(dev), q.to(dev), attn_mask=mask.to(dev))
+    assert str(xla.value) == str(cpu.value)
