@@ -5,6 +5,8 @@ expected_failures.txt says (`fallback` or `fail`): a listed entry that now passe
 test too, so the list only shrinks. A wrong result always fails. The whole database runs
 with scripts/opinfo_coverage.
 """
+import os
+import re
 import types
 
 import pytest
@@ -15,6 +17,18 @@ from . import catalog, harness
 EXPECTED = catalog.read_expected()
 SLICE = catalog.ci_slice()
 _FIX = "update tests/opinfo/expected_failures.txt (scripts/opinfo_coverage --write-expected)"
+
+
+def _on_pinned_torch() -> bool:
+    """The expected-failures file is written on CI's torch (requirements-ci.txt). On other
+    releases (scripts/test-matrix) a listed entry may pass or be missing from op_db: the
+    list shrinks only on CI's torch, and what fails on any release still fails the test."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "requirements-ci.txt")) as f:
+        pinned = re.search(r"^torch==(\S+)", f.read(), re.M).group(1)
+    return torch.__version__.split("+")[0] == pinned
+
+
+ON_PINNED = _on_pinned_torch()
 
 
 @pytest.mark.parametrize("eid,op", SLICE, ids=[eid for eid, _ in SLICE])
@@ -30,13 +44,15 @@ def test_entry(eid, op):
                             f"{res['detail']}")
         elif listed is None and status != "pass":
             problems.append(f"{direction}: {status}: {harness.summary(res)} (not expected)")
-        elif listed is not None and status != listed[0]:
+        elif listed is not None and status != listed[0] and (ON_PINNED or status != "pass"):
             now = status if status == "pass" else f"{status}: {harness.summary(res)}"
             problems.append(f"{direction}: listed as {listed[0]} ({listed[1]}), now {now}; {_FIX}")
     assert not problems, "\n".join(problems)
 
 
 def test_expected_file_names_known_entries():
+    if not ON_PINNED:
+        pytest.skip("the file names CI's torch's op_db entries; this torch's differ")
     ids = {eid for eid, _ in catalog.entries()}
     unknown = sorted({eid for eid, _ in EXPECTED} - ids)
     assert not unknown, f"not op_db entries with float32: {unknown}"

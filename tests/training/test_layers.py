@@ -340,5 +340,7 @@ CPU_FALLBACK = {
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
     reason=CPU_FALLBACK[n], strict=True, raises=AssertionError)) if n in CPU_FALLBACK else n for n in LOSSES])
 def test_loss(dev, name):
+    if not hasattr(nn, name.split("_")[0]):
+        pytest.skip(f"this torch has no nn.{name} (added after torch 2.11)")
     module, *inputs = LOSSES[name]()
     compare(module, *inputs)

@@ -14,7 +14,7 @@ kernel is probed on stand-ins of the arguments:
 import torch
 from torch.utils import _pytree as pytree
 
-from . import metrics, runtime
+from . import metrics, runtime, torch_compat
 from .caches import GenerationCache
 from .tensor import XLATensor
 
@@ -34,7 +34,8 @@ def _to_meta(obj):
 # Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes, empty inputs).
 _CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
                 aten.mv.default, aten.addmv.default, aten.dot.default, aten.vdot.default,
-                aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default}
+                aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default,
+                aten._scaled_dot_product_flash_attention_for_cpu.default}
 
 
 def _small_stand_in(obj):
@@ -106,7 +107,7 @@ def meta_outputs(func, args, kwargs, sig):
         return hit
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
     try:
-        out = func(*margs, **mkwargs)
+        out = (torch_compat.meta_stand_in(func) or func)(*margs, **mkwargs)
     except (RuntimeError, ValueError, IndexError, TypeError) as e:
         raise (cpu_error(func, args, kwargs, full_size=True) or e) from None
     if func in _CPU_CHECKED or _is_pointwise(func):

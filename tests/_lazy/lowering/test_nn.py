@@ -311,3 +311,31 @@ def test_ctc_loss_reductions():
                                 for r in ("mean", "sum", "none")],
                   seeded_randn(8, 2, 5, grad=False).log_softmax(2), torch.tensor([[1, 4, 4], [2, 3, 0]]),
                   rtol=1e-5)
+
+
+# ---- CPU flash attention ----------------------------------------------------------------
+
+@pytest.mark.parametrize("causal,mask", [(False, None), (True, None), (False, "float")])
+def test_cpu_flash_attention_forward_and_backward(causal, mask):
+    """Its logsumexp output and its backward op are PyTorch's, not the export decomposition's."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 4, 5, requires_grad=True) for _ in range(3))
+    masks = {None: None, "float": torch.randn(4, 4)}
+
+    def attention(q, k, v):
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, is_causal=causal, attn_mask=None if mask is None else masks[mask].to(q.device))
+        out.pow(2).sum().backward()
+        return out, lse, q.grad, k.grad, v.grad
+    check_lowered(attention, q, k, v, rtol=1e-4, atol=1e-5)
+
+
+def test_cpu_flash_attention_refuses_a_bool_mask_as_pytorch_does(dev):
+    q = torch.randn(1, 1, 2, 3)
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, attn_mask=mask)
+    with pytest.raises(RuntimeError) as xla:
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q.to(dev), q.to(dev), q.to(dev), attn_mask=mask.to(dev))
+    assert str(xla.value) == str(cpu.value)
