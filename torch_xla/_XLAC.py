@@ -155,6 +155,7 @@ def _xla_optimization_barrier_(tensors) -> None:
         return
     outs = _coll.apply(OPTIMIZATION_BARRIER, tensors, [_coll.aval(t) for t in tensors])
     for t, out in zip(tensors, outs):
+        _sharding.propagate(_tensor.unwrap(t), _tensor.unwrap(out))  # (SPMD) keeps t's sharding
         _tensor.unwrap(t)._value = _tensor.unwrap(out)._value
 
 

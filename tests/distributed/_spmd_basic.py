@@ -176,6 +176,11 @@ def intermediates_take_a_sharding_constraint():
     assert torch.allclose((xa + 1).cpu(), a * 2 + 1)
     raises(ValueError, lambda: xs.mark_sharding(torch.randn(9, 4).to('xla'), mesh, ('x', None)),
            "divide evenly")
+    xb = a.to('xla') * 3
+    xs.mark_sharding(xb, mesh, ('x', None))
+    xs.clear_sharding(xb)  # the constraint is gone from the graph
+    assert spec(xb) == "" and 'custom_call_target="Sharding"' not in \
+        torch_xla._XLAC._get_xla_tensors_hlo([xb])
     # max gives two outputs; only the marked one is constrained
     values, indices = torch.max(torch.randn(8, 8).to('xla'), 1)
     xs.mark_sharding(values, mesh, ('x',))

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import torch_xla._XLAC
 import torch_xla.core.xla_model as xm
 import torch_xla.distributed.spmd as xs
 from torch_xla.distributed.fsdp import checkpoint_module
@@ -156,8 +157,10 @@ def fsdp_v2_shards_the_largest_dim_and_the_output():
     model = FSDPv2(SwiGLU(), mesh=_fsdp_mesh())
     assert spec(model.module.gate.weight) == "{devices=[8,1]0,1,2,3,4,5,6,7}"  # (64, 32)
     assert spec(model.module.down.weight) == "{devices=[1,8]0,1,2,3,4,5,6,7}"  # (32, 64)
-    out = model(torch.randn(BATCH, DIM).to('xla'))
+    out = model(torch.randn(BATCH, DIM).to('xla').requires_grad_())
     assert spec(out) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    out.sum().backward()  # the gradients meet an optimization barrier
+    assert "opt-barrier" in torch_xla._XLAC._get_xla_tensors_hlo([model.module.gate.weight.grad])
     raises(ValueError, lambda: FSDPv2(SwiGLU(), mesh=xs.Mesh(np.arange(N), (N,), ('data',))),
            "axis named 'fsdp'")
     raises(RuntimeError, lambda: FSDPv2(model, mesh=_fsdp_mesh()), "already wrapped")

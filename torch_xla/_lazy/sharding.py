@@ -66,8 +66,12 @@ def copy_sharding(src: torch.Tensor, dst: torch.Tensor) -> None:
 
 
 def clear(t: torch.Tensor) -> None:
-    """Forgets `t`'s sharding (its data stays where it is)."""
-    _value_of(t).sharding = None
+    """Forgets `t`'s sharding: a pending value loses its constraint, data stays where it is."""
+    v = _value_of(t)
+    if v.node is not None and v.node.op is SHARDING_CONSTRAINT:
+        unwrap(t)._value = v.node.inputs[0]
+    else:
+        v.sharding = None
 
 
 def propagate(old, new) -> None:

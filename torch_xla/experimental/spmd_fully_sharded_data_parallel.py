@@ -3,9 +3,9 @@
 Every parameter of the wrapped module is sharded over the mesh axis 'fsdp' along its
 largest dim, and the module's output along its batch dim; XLA's partitioner then gathers
 each parameter where it is used and reduce-scatters its gradient, which is FSDP. Wrapping
-submodules (`auto_wrap_policy`) shards their outputs too. Needs `xr.use_spmd()`. The
-gradients are not put behind an optimization barrier (torch_xla adds one there against
-very large fusions): XLA may fuse across them.
+submodules (`auto_wrap_policy`) shards their outputs too. Each wrapped module's backward
+ends in an optimization barrier on its gradients (against very large fusions while they are
+synchronized). Needs `xr.use_spmd()`.
 """
 import warnings
 from typing import Any, Callable, Optional
@@ -77,6 +77,7 @@ class SpmdFullyShardedDataParallel(nn.Module):
         for param in module.parameters():  # those a wrapped submodule has not sharded yet
             if torch_xla._XLAC._get_xla_sharding_spec(param) == "":
                 spmd.mark_sharding(param, mesh, _prepare_spmd_partition_spec(param, shard_maximal=True))
+        spmd.apply_backward_optimization_barrier(module)
         self._shard_output = shard_output or _shard_first_output(extra_data_axis)
 
     @property

@@ -13,6 +13,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 
+import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 from torch_xla._lazy import sharding as _sharding
 from torch_xla._lazy import spmd as _spmd
@@ -239,6 +240,17 @@ class ShardingSpec:
 
     def apply(self, t: torch.Tensor) -> None:
         mark_sharding(t, self.mesh, self.partition_spec)
+
+
+def apply_backward_optimization_barrier(m: torch.nn.Module) -> None:
+    """Puts the gradients of `m`'s parameters and of its inputs behind an optimization
+    barrier when its backward has run (a full backward hook), so that XLA does not fuse
+    that backward with the rest: keeps the buffers of gradient synchronization small."""
+    def barrier(module, grad_input, grad_output):
+        grads = [p.grad for p in module.parameters() if p.grad is not None]
+        grads += [g for g in grad_input if isinstance(g, torch.Tensor)]
+        xm.optimization_barrier_(grads)
+    m.register_full_backward_hook(barrier)
 
 
 def _manual_sharding_unavailable(name):

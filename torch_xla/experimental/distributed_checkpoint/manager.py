@@ -191,10 +191,12 @@ class CheckpointManager:
 
 
 def _snapshot(obj):
-    """`obj` with each XLA tensor replaced by an alias of its current value (later in-place
-    updates of the original leave the alias alone) and each CPU tensor by a copy."""
+    """`obj` with each tensor replaced by a clone: on the CPU a copy, on an XLA device a new
+    tensor holding the same finished buffer (no copy; later in-place updates of the
+    original give it new buffers). A state_dict's tensors are detached views, which would
+    follow those updates."""
     if isinstance(obj, torch.Tensor):
-        return obj.detach() if obj.device.type == "xla" else obj.detach().clone()
+        return obj.detach().clone()
     if isinstance(obj, dict):
         return type(obj)((k, _snapshot(v)) for k, v in obj.items())
     if isinstance(obj, (list, tuple)):
