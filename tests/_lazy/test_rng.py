@@ -71,3 +71,13 @@ def test_sampling_ops_are_lowered_and_follow_their_laws(dev):
     assert torch.randint_like(torch.ones(100, device=dev), 3, 9).cpu().unique().tolist() == [3., 4., 5., 6., 7., 8.]
     assert sorted(torch.randperm(6, device=dev).cpu().tolist()) == list(range(6))
     assert not fallbacks()
+
+
+def test_complex_uniform_draws_both_parts(dev):
+    """uniform_ of a complex tensor fills its real and imaginary parts, as on the CPU."""
+    for dtype in (torch.complex64, torch.complex128):
+        x = torch.empty(4000, dtype=dtype, device=dev).uniform_(-2, 3)
+        parts = torch.view_as_real(x.cpu())
+        assert x.dtype == dtype and parts.min() >= -2 and parts.max() < 3
+        assert abs(parts.mean().item() - 0.5) < 0.1 and parts[:, 0].std() > 1
+        assert torch.rand(3, dtype=dtype, device=dev).cpu().dtype == dtype
