@@ -21,6 +21,12 @@ BAD_INPUT = [
     (lambda d: torch.cat([torch.ones(2, 3, device=d), torch.ones(2, 4, device=d)]), RuntimeError),
     (lambda d: torch.ones(2, 3, device=d).sum(dim=3), IndexError),
     (lambda d: torch.nn.functional.linear(torch.ones(4, 3, device=d), torch.ones(5, 4, device=d)), RuntimeError),
+    # CPU checks that meta kernels leave out (or fail with an assertion)
+    (lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, device=d).double()), RuntimeError),
+    (lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, dtype=torch.int32, device=d)),
+     RuntimeError),
+    (lambda d: torch.ones(2, device=d).masked_scatter(torch.ones(2, dtype=torch.uint8, device=d),
+                                                      torch.ones(2, device=d)), RuntimeError),
 ]
 
 

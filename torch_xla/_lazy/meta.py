@@ -79,9 +79,15 @@ def _cpu_norm_stats(args, kwargs, avals):
                                for a in avals[1:])
 
 
+# Elementwise ops PyTorch does not tag pointwise whose CPU kernels check dtypes their meta
+# kernels accept (complex(float, double), masked_scatter's uint8 mask).
+_ELEMENTWISE = {aten.complex.default, aten.polar.default, aten.masked_scatter.default}
+
+
 def _is_pointwise(func) -> bool:
     """Pointwise ops whose dtype rules PyTorch checks in its CPU kernels, not its meta ones."""
-    return torch.Tag.pointwise in func.tags and func.namespace == "aten" and not func._schema.is_mutable
+    return (torch.Tag.pointwise in func.tags and func.namespace == "aten"
+            and not func._schema.is_mutable) or func in _ELEMENTWISE
 
 
 def meta_outputs(func, args, kwargs, sig):
@@ -94,7 +100,7 @@ def meta_outputs(func, args, kwargs, sig):
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
     try:
         out = func(*margs, **mkwargs)
-    except (RuntimeError, ValueError, IndexError, TypeError) as e:
+    except (RuntimeError, ValueError, IndexError, TypeError, AssertionError) as e:
         raise (cpu_error(func, args, kwargs) or e) from None
     if func in _CPU_CHECKED or _is_pointwise(func):
         error = cpu_error(func, args, kwargs, tiny=func not in _CPU_CHECKED)
