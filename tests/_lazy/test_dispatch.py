@@ -27,6 +27,16 @@ BAD_INPUT = [
      RuntimeError),
     (lambda d: torch.ones(2, device=d).masked_scatter(torch.ones(2, dtype=torch.uint8, device=d),
                                                       torch.ones(2, device=d)), RuntimeError),
+    (lambda d: torch.nn.functional.conv2d(torch.ones(1, 2, 5, 5, device=d),
+                                          torch.ones(3, 2, 3, 3, device=d), dilation=0), RuntimeError),
+    (lambda d: torch.nn.functional.conv1d(torch.ones(1, 2, 5, device=d),
+                                          torch.ones(3, 2, 3, device=d), padding=-1), RuntimeError),
+    # decompositions' own checks are worded as the CPU kernel's
+    (lambda d: torch.nn.functional.multi_margin_loss(torch.ones(5, 4, device=d),
+                                                     torch.ones(5, 4, dtype=torch.long, device=d)),
+     RuntimeError),
+    (lambda d: torch.nn.functional.multilabel_margin_loss(
+        torch.ones(5, 4, device=d), torch.ones(4, dtype=torch.long, device=d)), RuntimeError),
 ]
 
 

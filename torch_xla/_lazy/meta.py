@@ -79,6 +79,14 @@ def _cpu_norm_stats(args, kwargs, avals):
                                for a in avals[1:])
 
 
+def _conv_params_out_of_range(args) -> bool:
+    """Convolution's meta kernel accepts negative padding and non-positive strides and
+    dilations, which its CPU kernel rejects (checked on the CPU only then: it is costly)."""
+    _, _, _, stride, padding, dilation, _, output_padding, _ = args
+    return (any(p < 0 for p in (*padding, *output_padding)) or any(s <= 0 for s in stride)
+            or any(d <= 0 for d in dilation))
+
+
 # Elementwise ops PyTorch does not tag pointwise whose CPU kernels check dtypes their meta
 # kernels accept (complex(float, double), masked_scatter's uint8 mask).
 _ELEMENTWISE = {aten.complex.default, aten.polar.default, aten.masked_scatter.default}
@@ -102,8 +110,10 @@ def meta_outputs(func, args, kwargs, sig):
         out = func(*margs, **mkwargs)
     except (RuntimeError, ValueError, IndexError, TypeError, AssertionError) as e:
         raise (cpu_error(func, args, kwargs) or e) from None
-    if func in _CPU_CHECKED or _is_pointwise(func):
-        error = cpu_error(func, args, kwargs, tiny=func not in _CPU_CHECKED)
+    checked = func in _CPU_CHECKED or (
+        func is aten.convolution.default and _conv_params_out_of_range(args))
+    if checked or _is_pointwise(func):
+        error = cpu_error(func, args, kwargs, tiny=not checked)
         if error is not None:
             raise error
     if isinstance(out, torch.Tensor):
