@@ -79,6 +79,18 @@ def _an_op_without_lowering():
     pytest.fail("every candidate has a lowering now: add an op without one to _CANDIDATES")
 
 
+def test_in_place_dunder_ops_inside_the_engine_take_their_functional_form(dev):
+    """isclose's decomposition ends in `__ior__`; below functionalization it runs as `__or__`
+    (not a CPU fallback that would drop the write), so allclose is right on the device."""
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    met.clear_counters()
+    for kwargs in [{}, {"equal_nan": True}]:
+        assert torch.allclose(x.to(dev), x.to(dev), **kwargs) == torch.allclose(x, x, **kwargs)
+    assert torch.allclose(x.to(dev), (x + 1e-9).to(dev), equal_nan=True)
+    assert not torch.allclose(x.to(dev), (x + 1e-3).to(dev), equal_nan=True)
+    assert not [n for n in met.counter_names() if "::" in n]
+
+
 def test_fallback_runs_on_the_cpu_counts_and_warns_once(dev):
     op, name, call = _an_op_without_lowering()
     a = torch.rand(5, 4)

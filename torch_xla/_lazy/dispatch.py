@@ -206,6 +206,10 @@ def _decomposed(decomp, func, args, kwargs):
 def _functional_variant(func):
     name = func._schema.name.split("::")[1]
     overload = func._overloadname
+    if name.startswith("__i") and name.endswith("__"):  # __ior__: __or__ is its functional form
+        packet = getattr(aten, "__" + name[3:], None)
+        op = getattr(packet, overload, None) if packet is not None else None
+        return op if op is not None and not op._schema.is_mutable else None
     base = name[:-1] if name.endswith("_") else name
     packet = getattr(aten, base, None)
     if packet is None:

@@ -81,6 +81,13 @@ def _equal(a, b):
     return bool(_local_scalar_dense(dispatch(aten.all.default, (dispatch(aten.eq.Tensor, (a, b), {}),), {})))
 
 
+@engine_op(aten.allclose.default)
+def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """PyTorch's definition, isclose(...).all(), read from the device (a sync)."""
+    close = dispatch(aten.isclose.default, (a, b, rtol, atol, equal_nan), {})
+    return bool(_local_scalar_dense(dispatch(aten.all.default, (close,), {})))
+
+
 @engine_op(aten._linalg_check_errors.default)
 def _linalg_check_errors(info, api_name, is_matrix):
     """PyTorch's error for a failed factorization (`info` != 0): one bool read from the
