@@ -31,6 +31,9 @@ BAD_INPUT = [
                                           torch.ones(3, 2, 3, 3, device=d), dilation=0), RuntimeError),
     (lambda d: torch.nn.functional.conv1d(torch.ones(1, 2, 5, device=d),
                                           torch.ones(3, 2, 3, device=d), padding=-1), RuntimeError),
+    (lambda d: torch.bucketize(torch.ones(3, device=d), torch.ones(2, 2, device=d)), RuntimeError),
+    (lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([0, 1], device=d),
+                                                     torch.ones(2, device=d)), RuntimeError),
     # decompositions' own checks are worded as the CPU kernel's
     (lambda d: torch.nn.functional.multi_margin_loss(torch.ones(5, 4, device=d),
                                                      torch.ones(5, 4, dtype=torch.long, device=d)),

@@ -24,10 +24,12 @@ def _to_meta(obj):
     return obj
 
 
-# Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes, empty inputs).
+# Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes, empty inputs,
+# shapes of boundaries and sources).
 _CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
                 aten.mv.default, aten.addmv.default, aten.dot.default, aten.vdot.default,
-                aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default}
+                aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default,
+                aten.bucketize.Tensor, aten.index_add.default}
 
 
 def _cpu_stand_in(tiny):
