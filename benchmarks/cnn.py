@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_xla.core.xla_model as xm
-from common import compare
+from common import compare, compiled_step
 
 B, C1, C2, CLASSES, LR, MOMENTUM = 64, 32, 64, 10, 0.01, 0.9
 
@@ -34,6 +34,14 @@ def torch_step_fn(device, xla):
         else:
             opt.step()
     return step
+
+
+def compiled_step_fn(device):
+    model = torch_model().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    x = torch.randn(B, 3, 32, 32).to(device)
+    y = torch.randint(0, CLASSES, (B,)).to(device)
+    return compiled_step(model, opt, lambda m: F.cross_entropy(m(x), y))
 
 
 def _conv(x, w, b):
@@ -89,7 +97,8 @@ def jax_step_fn():
 
 
 def main():
-    compare("cnn", torch_step_fn, jax_step_fn, blocks=3, steps_per_block=5, eager_steps=3)
+    compare("cnn", torch_step_fn, jax_step_fn, blocks=3, steps_per_block=5, eager_steps=3,
+            compiled_step_fn=compiled_step_fn)
 
 
 if __name__ == "__main__":

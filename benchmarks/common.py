@@ -56,13 +56,39 @@ def report(name, figures):
             f.write(json.dumps({"name": name, **figures}) + "\n")
 
 
-def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eager_steps=10):
+def compiled_step(model, opt, loss_fn):
+    """The training step under `torch.compile(backend='openxla')`: forward and backward one
+    program each (AOTAutograd), the optimizer step a graph of its own."""
+    import torch
+
+    @torch.compile(backend="openxla")
+    def step():
+        opt.zero_grad()
+        loss_fn(model).backward()
+        opt.step()
+    return step
+
+
+def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eager_steps=10,
+            compiled_step_fn=None):
     """Times one workload three ways and reports the line: ours (`torch_step_fn(device,
     xla=True)`), the JAX floor (`jax_step_fn()` -> (step, sync, compile)) and eager PyTorch on
-    the CPU (`torch_step_fn('cpu', xla=False)`)."""
+    the CPU (`torch_step_fn('cpu', xla=False)`); with `compiled_step_fn(device)`, a fourth:
+    the step under torch.compile."""
     import torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as met
+    compiled_t = None
+    if compiled_step_fn is not None:
+        compiled = compiled_step_fn(xm.xla_device())
+        compiled_t = steady_time(compiled, xm.wait_device_ops, blocks=blocks,
+                                 steps_per_block=steps_per_block)
+        del compiled
     ours = torch_step_fn(xm.xla_device(), True)
+    xm.wait_device_ops()
+    met.clear_counters()
     ours_first = first_step_time(ours, xm.wait_device_ops)
+    probes = {"first_probes": met.counter_value("ErrorProbe") or 0,
+              "first_full_size_probes": met.counter_value("FullSizeErrorProbe") or 0}
     ours_t = steady_time(ours, xm.wait_device_ops, blocks=blocks, steps_per_block=steps_per_block)
     ours_mem = peak_step_bytes(last_torch_xla_program())
     jstep, jsync, jcompile = jax_step_fn()
@@ -71,9 +97,11 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     jax_mem = peak_step_bytes(jcompile())
     eager = torch_step_fn("cpu", False)
     eager_t = steady_time(eager, lambda: None, warmup=2, blocks=3, steps_per_block=eager_steps)
+    compiled = {} if compiled_t is None else {"compiled_ms": compiled_t * 1e3,
+                                              "compiled/jax": compiled_t / jax_t}
     report(name, {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,
-                  "ours/jax": ours_t / jax_t, "ours/eager": ours_t / eager_t,
+                  "ours/jax": ours_t / jax_t, "ours/eager": ours_t / eager_t, **compiled,
                   "first_ours_s": ours_first, "first_jax_s": jax_first,
-                  "first_ratio": ours_first / jax_first,
+                  "first_ratio": ours_first / jax_first, **probes,
                   "peak_ours_mb": ours_mem / 2**20, "peak_jax_mb": jax_mem / 2**20,
                   "peak_ratio": ours_mem / jax_mem})

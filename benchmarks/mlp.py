@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 import torch_xla.core.xla_model as xm
-from common import compare
+from common import compare, compiled_step
 
 SIZES = [784, 1024, 1024, 10]
 BATCH, LR, MOMENTUM = 128, 0.01, 0.9
@@ -35,6 +35,14 @@ def torch_step_fn(device, xla):
         else:
             opt.step()
     return step
+
+
+def compiled_step_fn(device):
+    model = torch_model().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    x = torch.randn(BATCH, SIZES[0]).to(device)
+    y = torch.randint(0, SIZES[-1], (BATCH,)).to(device)
+    return compiled_step(model, opt, lambda m: nn.functional.cross_entropy(m(x), y))
 
 
 def jax_step_fn():
@@ -73,7 +81,7 @@ def jax_step_fn():
 
 
 def main():
-    compare("mlp", torch_step_fn, jax_step_fn)
+    compare("mlp", torch_step_fn, jax_step_fn, compiled_step_fn=compiled_step_fn)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_xla.core.xla_model as xm
-from common import compare
+from common import compare, compiled_step
 
 V, D, H, T, B, LAYERS, LR = 1000, 256, 4, 64, 32, 2, 1e-3
 
@@ -53,6 +53,15 @@ def torch_step_fn(device, xla):
         else:
             opt.step()
     return step
+
+
+def compiled_step_fn(device):
+    torch.manual_seed(0)
+    model = LM().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    tokens = torch.randint(0, V, (B, T + 1)).to(device)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    return compiled_step(model, opt, lambda m: F.cross_entropy(m(x).reshape(-1, V), y.reshape(-1)))
 
 
 def _layer_norm(x, g, b):
@@ -113,7 +122,8 @@ def jax_step_fn():
 
 
 def main():
-    compare("transformer", torch_step_fn, jax_step_fn, blocks=3, steps_per_block=5, eager_steps=3)
+    compare("transformer", torch_step_fn, jax_step_fn, blocks=3, steps_per_block=5, eager_steps=3,
+            compiled_step_fn=compiled_step_fn)
 
 
 if __name__ == "__main__":

@@ -17,16 +17,24 @@ STAGES = (
     ("torch_xla._lazy",),
     ("torch_xla._lazy.device", "torch_xla._lazy.inplace", "torch_xla._lazy.serialization",
      "torch_xla._lazy.module_conversion", "torch_xla._lazy.packed_sequences"),
-    ("torch_xla._lazy.engine_ops", "torch_xla._lazy.collectives"),
+    ("torch_xla._lazy.engine_ops", "torch_xla._lazy.collectives", "torch_xla._lazy.sharding"),
     ("torch_xla._lazy.dispatch",),
     ("torch_xla._lazy.meta", "torch_xla._lazy.fallback"),
+    ("torch_xla._lazy.graph_capture.compiled", "torch_xla._lazy.graph_capture.export",
+     "torch_xla._lazy.graph_capture.dynamo_config"),
+    ("torch_xla._lazy.graph_capture", "torch_xla._lazy.graph_capture.decompose"),
+    ("torch_xla._lazy.graph_capture.fx_lowering",),
     ("torch_xla._lazy.execution", "torch_xla._lazy.graph_dump"),
+    ("torch_xla._lazy.spmd_program",),
     ("torch_xla._lazy.compiler",),
     ("torch_xla._lazy.debug",),
     ("torch_xla._lazy.lowering",),  # and every module under it
     ("torch_xla._lazy.tensor", "torch_xla._lazy.replicated"),
-    ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.compile_cache"),
-    ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics"),
+    ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.compile_cache",
+     "torch_xla._lazy.spmd"),
+    ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics", "torch_xla._lazy.caches",
+     "torch_xla._lazy.frames"),
+    ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat"),
 )
 ENGINE = "torch_xla._lazy"
 

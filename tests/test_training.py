@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 import torch_xla.core.xla_model as xm
-from tests.conftest import compiles
+from tests.conftest import assert_same, compiles
 
 
 def _mlp():
@@ -54,5 +54,4 @@ def test_training_matches_cpu_without_recompiling(dev, make, shape):
     torch.testing.assert_close(torch.tensor(xla_losses), torch.tensor(cpu_losses), rtol=1e-4, atol=1e-5)
     assert counts[2] == counts[-1], f"recompiled after step 3: {counts}"
     assert cpu_losses[-1] < cpu_losses[0]
-    for (name, p), q in zip(cpu_model.state_dict().items(), xla_model.state_dict().values()):
-        torch.testing.assert_close(q.cpu(), p, rtol=1e-3, atol=1e-4, msg=name)
+    assert_same(xla_model.state_dict(), cpu_model.state_dict(), rtol=1e-3, atol=1e-4)

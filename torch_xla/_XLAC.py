@@ -3,9 +3,18 @@
 In torch_xla these live in the C++ extension; here they are thin functions over the lazy
 engine with the same names and arguments.
 """
+import hashlib
+import os
+
+import jax
+
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
+from torch_xla._lazy import collectives as _coll
 from torch_xla._lazy import metrics as _metrics
+from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
+from torch_xla._lazy import runtime as _runtime
+from torch_xla._lazy import sharding as _sharding
 from torch_xla._lazy import tensor as _tensor
 
 
@@ -24,20 +33,90 @@ def _get_xla_tensors_dot(tensors) -> str:
     return _graph_dump.dot(list(tensors))
 
 
-def _get_stablehlo(tensors, device: str = "", devices=(), emit_bytecode: bool = False) -> str:
-    """The StableHLO text of the program that would compute `tensors` (all pending ones on
-    the first device if empty)."""
+def _get_stablehlo(tensors, device: str = "", devices=(), emit_bytecode: bool = False):
+    """The StableHLO of the program that would compute `tensors` (all pending ones on the
+    first device if empty): its text, or with `emit_bytecode` its bytecode (bytes)."""
     if emit_bytecode:
-        raise NotImplementedError("StableHLO bytecode: use jax.export on the lowered program")
+        return _graph_dump.program_bytecode(list(tensors) or None)
     return _graph_dump.program_text(list(tensors) or None, "stablehlo")
 
 
+def _get_graph_hash(tensors) -> bytes:
+    """A digest of the pending graph behind `tensors` (all pending ones on the first device
+    if empty): equal for graphs that compile to the same program, whatever their data."""
+    return hashlib.sha256(_graph_dump.ir_text(list(tensors) or None).encode()).digest()
+
+
 def _xla_get_default_device() -> str:
-    return "xla:0"
+    """This thread's device: a DataParallel replica's own, else xla:0."""
+    index = _runtime.thread_device()
+    return f"xla:{0 if index is None else index}"
 
 
 def _xla_get_default_device_ordinal() -> int:
-    return 0
+    return _runtime.global_ordinal()
+
+
+def _xla_real_devices(devices=()) -> list:
+    """Runtime names ('CPU:3') of `devices` (default: this process's): the platform and the
+    device's global index in the runtime."""
+    local = _runtime.jax_devices()
+    indices = [int(str(d).split(":")[1]) for d in devices] if devices else range(len(local))
+    return [_real_name(local[i]) for i in indices]
+
+
+def _real_name(d) -> str:
+    return f"{_runtime.device_type()}:{_runtime.global_devices().index(d)}"
+
+
+def _jax_device(device: str):
+    """The jax device of 'xla:N' or of a runtime name such as 'CPU:3'."""
+    kind, _, index = str(device).partition(":")
+    if kind == "xla":
+        return _runtime.jax_device(int(index or 0))
+    devices = _runtime.global_devices()
+    if kind.upper() != _runtime.device_type() or not index.isdigit() or int(index) >= len(devices):
+        raise RuntimeError(f"Unknown XLA device '{device}'; the runtime has "
+                           f"{_runtime.device_type()}:0 .. {_runtime.device_type()}:{len(devices) - 1}")
+    return devices[int(index)]
+
+
+def _xla_device_kind(device: str) -> str:
+    """The vendor's name for the kind of `device` ('cpu', 'TPU v4', 'NVIDIA H100 ...')."""
+    return _jax_device(device).device_kind
+
+
+def _xla_get_device_attributes(device: str) -> dict:
+    """What PJRT tells of `device`: its kind, ids, and platform attributes (TPU `coords`,
+    `core_on_chip`, ...)."""
+    d = _jax_device(device)
+    attributes = {"name": _real_name(d), "device_kind": d.device_kind, "id": d.id,
+                  "process_index": d.process_index}
+    for name in ("coords", "core_on_chip", "slice_index", "num_cores"):
+        if hasattr(d, name):
+            attributes[name] = getattr(d, name)
+    return attributes
+
+
+def _xla_get_all_device_attributes() -> list:
+    return [_xla_get_device_attributes(_real_name(d)) for d in _runtime.global_devices()]
+
+
+def _xla_memory_info(device: str) -> dict:
+    """Memory of `device` in bytes: PJRT's statistics where the platform keeps them (GPU,
+    TPU); on the CPU, whose device memory is the host's, the bytes of the live buffers on
+    that device and the host's physical memory as the limit."""
+    d = _jax_device(device)
+    stats = d.memory_stats()
+    if stats:
+        info = {"bytes_used": stats.get("bytes_in_use", 0), "bytes_limit": stats.get("bytes_limit", 0)}
+        if "peak_bytes_in_use" in stats:
+            info["peak_bytes_used"] = stats["peak_bytes_in_use"]
+        return info
+    if d.platform != "cpu":
+        raise RuntimeError(f"{device}: the {d.platform} runtime reports no memory statistics")
+    used = sum(a.nbytes for a in jax.live_arrays() if d in a.devices() and len(a.devices()) == 1)
+    return {"bytes_used": used, "bytes_limit": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")}
 
 
 def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool = True) -> None:
@@ -45,8 +124,17 @@ def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool 
     _execution.materialize([_tensor.unwrap(t)._value for t in tensors])
 
 
-def _xla_step_marker(device: str = "", devices=(), wait: bool = True) -> None:
+def _xla_step_marker(device: str = "", devices=(), wait: bool = True, reset_scope: bool = True) -> None:
+    """Ends the step: materialises every live pending tensor (on a DataParallel thread, those
+    of its device); with `wait`, returns once the programs have run."""
     _execution.mark_step()
+    if wait:
+        _xla_wait_device_ops()
+
+
+def _xla_wait_device_ops(devices=()) -> None:
+    """Blocks until everything queued on the devices has run."""
+    _execution.wait_device_ops()
 
 
 def _xla_metrics_report() -> str:
@@ -55,3 +143,27 @@ def _xla_metrics_report() -> str:
 
 def _xla_counter_value(name: str):
     return _metrics.counter_value(name)
+
+
+def _xla_optimization_barrier_(tensors) -> None:
+    """Puts `tensors` (on one device) behind an XLA optimization barrier, in place: the
+    compiler may not move computations across it, nor merge what comes after it with what
+    came before (gradient checkpointing relies on that to recompute). Autograd sees no
+    change: each tensor's value is replaced under it, as torch_xla does."""
+    tensors = list(tensors)
+    if not tensors:
+        return
+    outs = _coll.apply(OPTIMIZATION_BARRIER, tensors, [_coll.aval(t) for t in tensors])
+    for t, out in zip(tensors, outs):
+        _sharding.propagate(_tensor.unwrap(t), _tensor.unwrap(out))  # (SPMD) keeps t's sharding
+        _tensor.unwrap(t)._value = _tensor.unwrap(out)._value
+
+
+def _get_xla_sharding_spec(t) -> str:
+    """`t`'s sharding as XLA prints it (`{devices=[2,1]0,1}`), '' if it has none."""
+    return _sharding.spec_text(t)
+
+
+def _get_xla_sharding_type(t):
+    """`t`'s sharding type (an OpSharding type number), None if it has none."""
+    return _sharding.spec_kind(t)

@@ -1,33 +1,16 @@
 """PyTorch on XLA devices, compiled and run by XLA through jax/jaxlib (PJRT).
 
 `import torch_xla` makes 'xla' a PyTorch device: tensors placed on it record their ops into
-a graph that XLA compiles once and replays.
+a graph that XLA compiles once and replays. As in torch_xla, it also makes
+`torch_xla.runtime`, `torch_xla.core.xla_model` and `torch_xla._XLAC` reachable.
 """
-import torch
 
 from . import _lazy  # noqa: F401  (installs the device)
-from ._lazy import execution as _execution
-from ._lazy import runtime as _rt
 from .amp import autocast_mode as _autocast_mode
+from .version import __version__  # noqa: F401
 
-_autocast_mode.install()
-
-__version__ = "0.1.0"
-
-
-def device(index: int = None) -> torch.device:
-    """The XLA device `index` (default: this process's first device)."""
-    return torch.device("xla", 0 if index is None else index)
-
-
-def devices():
-    """Every XLA device this process drives."""
-    return [torch.device("xla", i) for i in range(len(_rt.jax_devices()))]
-
-
-def sync(wait: bool = False) -> None:
-    """Runs every pending computation on every device (torch_xla's mark_step)."""
-    _execution.mark_step()
-    if wait:
-        from .core import xla_model
-        xla_model.wait_device_ops()
+_autocast_mode.install()  # torch.autocast('xla') works from here on
+from .torch_xla import *  # noqa: F401,F403
+from . import _XLAC, runtime  # noqa: F401,E402
+from .core import xla_model  # noqa: F401,E402
+from .distributed import xla_backend  # noqa: F401,E402  (registers the 'xla' torch.distributed backend)

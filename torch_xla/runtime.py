@@ -1,4 +1,7 @@
 """torch_xla.runtime (imported as `xr`): the PJRT runtime's devices and process layout."""
+import os
+
+import torch_xla
 from torch_xla._lazy import runtime as _rt
 
 
@@ -8,7 +11,12 @@ def device_type() -> str:
 
 
 def addressable_device_count() -> int:
-    """Devices this process drives."""
+    """XLA devices this process drives (under SPMD: 1, the virtual device)."""
+    return _rt.device_count()
+
+
+def addressable_runtime_device_count() -> int:
+    """Physical devices this process drives (under SPMD too)."""
     return len(_rt.jax_devices())
 
 
@@ -51,3 +59,86 @@ def initialize_cache(path: str, readonly: bool = False) -> None:
     load only, never write. Call before the first computation."""
     from torch_xla._lazy import compile_cache
     compile_cache.initialize(path, readonly)
+
+
+def is_initialized() -> bool:
+    """Whether the runtime (jax's PJRT backends) has started in this process."""
+    from jax._src import xla_bridge
+    return xla_bridge.backends_are_initialized()
+
+
+def set_device_type(pjrt_device: str) -> None:
+    """Selects the PJRT device type ('CPU', 'CUDA', 'TPU'); before the runtime starts."""
+    if is_initialized() and os.environ.get("PJRT_DEVICE", "CPU").upper() != pjrt_device.upper():
+        raise RuntimeError("Can't change device type after XLA runtime is initialized")
+    os.environ["PJRT_DEVICE"] = pjrt_device
+
+
+def _host_count() -> int:
+    return int(os.environ.get("TORCH_XLA_NUM_HOSTS", "1"))
+
+
+def host_index() -> int:
+    """This host's index among the hosts of the runtime (TORCH_XLA_HOST_INDEX; 0 alone)."""
+    return int(os.environ.get("TORCH_XLA_HOST_INDEX", "0"))
+
+
+def local_process_count() -> int:
+    """Processes of the runtime on this host."""
+    return max(process_count() // _host_count(), 1)
+
+
+def global_device_count() -> int:
+    """Devices of every process of the runtime."""
+    return len(_rt.global_devices())
+
+
+def local_device_count() -> int:
+    """Devices on this host: its processes times the devices each drives."""
+    return local_process_count() * addressable_device_count()
+
+
+def runtime_device_attributes(device: str) -> dict:
+    """What PJRT tells of `device` ('CPU:0' or 'xla:0'): name, kind, ids (TPU coords...)."""
+    return torch_xla._XLAC._xla_get_device_attributes(device)
+
+
+def global_runtime_device_attributes() -> list:
+    return torch_xla._XLAC._xla_get_all_device_attributes()
+
+
+def is_bf16_supported() -> bool:
+    """Whether bfloat16 tensors can be made on the XLA device."""
+    import torch
+    try:
+        torch.tensor([1.0], dtype=torch.bfloat16, device=torch_xla.device())
+        return True
+    except Exception:  # noqa: BLE001  (any failure means no)
+        return False
+
+
+def get_master_ip() -> str:
+    """The address of the runtime's master: the host of TORCH_XLA_COORDINATOR, which every
+    process of a multi-host runtime is given. Without it there is nothing to discover
+    (torch_xla asks the TPU or Neuron metadata service, which this runtime does not use)."""
+    coordinator = os.environ.get("TORCH_XLA_COORDINATOR")
+    if coordinator:
+        return coordinator.rpartition(":")[0]
+    raise RuntimeError(f"IP discovery not supported for device: {device_type()} "
+                       f"(set TORCH_XLA_COORDINATOR=host:port)")
+
+
+def use_spmd(auto: bool = False) -> None:
+    """SPMD mode: xla:0 stands for every device of the runtime, tensors are global (their
+    shards live on the devices, as `torch_xla.distributed.spmd.mark_sharding` lays them out)
+    and each step is one program that XLA's partitioner splits over the devices. Tensors
+    already on xla:0 keep their data, replicated where a program needs it."""
+    if auto:
+        raise NotImplementedError("use_spmd(auto=True): XLA's auto-sharding pass is not available "
+                                  "through jax; give shardings with mark_sharding")
+    _rt.use_spmd()
+
+
+def is_spmd() -> bool:
+    """Whether SPMD mode is on (`use_spmd`)."""
+    return _rt.is_spmd()

@@ -153,3 +153,28 @@ def test_each_program_runs_on_its_tensors_device():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert proc.stdout.split() == ["ok"]
+
+
+def test_caches_are_bounded_and_memory_stays_flat_over_many_shapes():
+    """Small steps over 50 distinct shapes, twice over, with room for 16 programs and 64 op
+    shapes: the caches stay within their bounds, evictions are counted, evicted programs
+    are freed, and memory stays flat."""
+    import json
+    from tests._lazy import _cache_bound_main as loop
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root, XLA_COMPILATION_CACHE_SIZE="16", XLA_IR_SHAPE_CACHE_SIZE="64")
+    proc = subprocess.run([sys.executable, "-m", "tests._lazy._cache_bound_main"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    samples = out["samples"]
+    assert all(s["programs"] <= 16 and s["live_programs"] <= 16 and s["meta"] <= 64 for s in samples), samples
+    assert len({s["live_arrays"] for s in samples}) == 1, samples
+    cycle = loop.SHAPES * loop.STEPS_PER_SHAPE // loop.EVERY  # samples per pass over the shapes
+    assert samples[-1]["rss_mb"] - samples[cycle - 1]["rss_mb"] < 8, samples  # the second pass
+    assert out["compiles"] == loop.STEPS // loop.STEPS_PER_SHAPE  # a program per change of shape
+    # every program compiled (and the one before the loop) is kept or was evicted
+    assert out["evictions"]["ProgramCacheEvictions"] + 16 == out["compiles"] + 1
+    assert out["evictions"]["MetaCacheEvictions"] > 0
+    expected = sum(6 * (1 + (s // loop.STEPS_PER_SHAPE) % loop.SHAPES) for s in range(loop.STEPS)) * 1e-3
+    assert abs(out["total"] - expected) < 1e-3 * expected

@@ -1,7 +1,4 @@
 """What happens at the op: PyTorch's errors for bad input, and the counted CPU fallback."""
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -34,6 +31,8 @@ BAD_INPUT = [
     (lambda d: torch.bucketize(torch.ones(3, device=d), torch.ones(2, 2, device=d)), RuntimeError),
     (lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([0, 1], device=d),
                                                      torch.ones(2, device=d)), RuntimeError),
+    (lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([0, 1], device=d),
+                                                     torch.ones(2, 3, device=d)), RuntimeError),
     # decompositions' own checks are worded as the CPU kernel's
     (lambda d: torch.nn.functional.multi_margin_loss(torch.ones(5, 4, device=d),
                                                      torch.ones(5, 4, dtype=torch.long, device=d)),
@@ -123,3 +122,33 @@ def test_max_of_an_empty_tensor_raises_at_the_op(dev):
     with pytest.raises(RuntimeError) as on_xla:
         torch.empty(0, device=dev).max()
     assert str(on_xla.value) == str(on_cpu.value)
+
+
+def test_a_training_steps_error_probes_do_no_full_size_work(dev):
+    """The first step of an MLP (784-1024-1024-10, batch 128, as in benchmarks/mlp.py) probes
+    PyTorch's CPU kernels for errors only on stand-ins of size 1: each probe counted, none
+    at full size."""
+    from torch_xla._lazy import meta
+    import torch_xla.core.xla_model as xm
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                torch.nn.ReLU(), torch.nn.Linear(1024, 10)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(128, 784, device=dev), torch.randint(0, 10, (128,), device=dev)
+    xm.mark_step()
+    meta._cache.clear()
+    met.clear_counters()
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    xm.optimizer_step(opt, barrier=True)
+    assert met.counter_value("ErrorProbe") >= 6  # the mm/addmm of 3 layers, forward and backward
+    assert met.counter_value("FullSizeErrorProbe") is None
+
+
+def test_an_error_is_probed_at_full_size_for_pytorchs_message(dev):
+    from torch_xla._lazy import meta
+    meta._cache.clear()
+    met.clear_counters()
+    with pytest.raises(RuntimeError, match=r"\(2x3 and 2x3\)"):
+        torch.ones(2, 3, device=dev) @ torch.ones(2, 3, device=dev)
+    assert met.counter_value("FullSizeErrorProbe") == 1

@@ -162,6 +162,8 @@ def spawn_replica(index):
     device = xm.xla_device()
     world, r = xr.world_size(), xr.global_ordinal()
     assert index == r == xr.local_ordinal() and world == xr.global_runtime_device_count()
+    if r == 0:
+        coordinator_listens_on_loopback_only()
     assert_results(collectives(device))
     expected = reference_weights()
     shards = [shard(b, world, r) for b in global_batches()]
@@ -183,3 +185,43 @@ def spawn_failing(index):
     if index == 1:
         raise ValueError("replica 1 fails on purpose")
     xm.all_reduce("sum", torch.ones(2).to(xm.xla_device())).cpu()
+
+
+def spawn_killed(index, stamp):
+    """Process 1 is killed (SIGKILL) after a first collective, writing the time to `stamp`
+    first; process 0 waits in the next collective."""
+    import os
+    import signal
+    import time
+    x = torch.ones(2).to(xm.xla_device())
+    xm.all_reduce("sum", x).cpu()
+    if index == 1:
+        with open(stamp, "w") as f:
+            f.write(repr(time.time()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    xm.all_reduce("sum", x).cpu()
+
+
+def spawn_stalled(index):
+    """Process 1 stays alive but never joins the collective process 0 runs."""
+    import time
+    if index == 1:
+        time.sleep(300)
+    xm.all_reduce("sum", torch.ones(2).to(xm.xla_device())).cpu()
+
+
+def coordinator_listens_on_loopback_only():
+    """The coordination service's listening sockets (process 0) are all on loopback."""
+    import os
+    port = int(os.environ["TORCH_XLA_COORDINATOR"].rsplit(":", 1)[1])
+    # 127.0.0.1, ::1, and 127.0.0.1 mapped into IPv6 (::ffff:127.0.0.1)
+    loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                local, state = row.split()[1], row.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    listening.append(address)
+    assert listening and all(a in loopback for a in listening), (port, listening)

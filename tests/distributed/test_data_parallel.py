@@ -7,7 +7,6 @@ import time
 import pytest
 import torch
 
-import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.distributed.data_parallel as dp
 import torch_xla.distributed.parallel_loader as pl

@@ -3,6 +3,7 @@ Process start-up is slow on a small machine, so one spawned run checks many thin
 import time
 
 import pytest
+import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.distributed.xla_multiprocessing as xmp
@@ -11,8 +12,8 @@ from tests.distributed import _workers
 
 
 def test_two_processes_collectives_and_training():
-    """In each of 2 processes: ordinals, every collective (groups included) against CPU values,
-    and training on its shard of each global batch with xm.optimizer_step and with
+    """In each of 2 processes: ordinals, the coordinator listening on loopback only, every
+    collective (groups included) against CPU values, and training on its shard of each global batch with xm.optimizer_step and with
     DistributedDataParallel ('xla' backend) giving plain SGD's weights on the whole batch."""
     xmp.spawn(_workers.spawn_replica, nprocs=2)
 
@@ -22,7 +23,28 @@ def test_a_failing_process_makes_spawn_raise_promptly():
     with pytest.raises(xmp.ProcessExitedException, match="ValueError: replica 1 fails on purpose") as info:
         xmp.spawn(_workers.spawn_failing, nprocs=2)
     assert info.value.error_index == 1
+    assert "Traceback (most recent call last)" in str(info.value) and "spawn_failing" in str(info.value)
     assert time.time() - start < 60  # start-up included; the failure itself is seen at once
+
+
+def test_a_killed_process_ends_spawn_promptly_with_its_signal(tmp_path):
+    stamp = tmp_path / "killed_at"
+    with pytest.raises(xmp.ProcessExitedException, match="Process 1 terminated with signal 9") as info:
+        xmp.spawn(_workers.spawn_killed, args=(str(stamp),), nprocs=2)
+    assert time.time() - float(stamp.read_text()) < 15
+    assert info.value.error_index == 1 and info.value.exit_code == -9
+
+
+def test_a_collective_whose_peer_never_comes_times_out(monkeypatch):
+    """Process 1 is alive but never joins process 0's collective: process 0 fails with a
+    timeout error naming its variable, and spawn shows it."""
+    monkeypatch.setenv("XLA_COLLECTIVE_TIMEOUT", "3")
+    start = time.time()
+    with pytest.raises(xmp.ProcessExitedException, match=r"CollectiveTimeout: .*did not finish "
+                                                         r"within 3 s \(XLA_COLLECTIVE_TIMEOUT\)") as info:
+        xmp.spawn(_workers.spawn_stalled, nprocs=2)
+    assert info.value.error_index == 0
+    assert time.time() - start < 60  # start-up included
 
 
 def _record(index, out):
@@ -33,3 +55,9 @@ def test_one_process_runs_in_this_process():
     out = []
     xmp.spawn(_record, args=(out,), nprocs=1)
     assert out == [(0, 1, 0, True)]
+
+
+def test_fork_after_the_runtime_started_is_refused(dev):
+    torch.ones(1, device=dev).cpu()  # the runtime has started
+    with pytest.raises(RuntimeError, match="Runtime is already initialized"):
+        xmp.spawn(_record, args=([],), nprocs=2, start_method="fork")

@@ -11,8 +11,8 @@ inputs that require grad, on both sides. Float results outside the tolerance are
 arbitrated by a float64 run on the CPU. OpInfo's `error_inputs` run once per entry
 (tests/opinfo/error_inputs.py).
 
-A sample ends as `pass`, `fallback` (right, but some op ran on the CPU: the `aten::NAME`
-counters), `fail` (an error, or no error where the CPU raised), `wrong` (a different result
+A sample ends as `pass`, `fallback` (right, but some op ran on the CPU: tests/compare.py's
+`fallbacks`), `fail` (an error, or no error where the CPU raised), `wrong` (a different result
 without an error: a bug) or `none` (nothing to compare, e.g. no differentiable output). An
 (entry, dtype)'s status in a direction is the worst of its samples'.
 """
@@ -29,6 +29,7 @@ import torch_xla  # noqa: F401
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
+from ..compare import fallbacks as fallback_names
 from . import error_inputs
 from .catalog import backward_dtypes, dtype_name, entry_dtypes, is_random
 from .tolerances import close_to_reference, tolerance, widen
@@ -168,7 +169,7 @@ def _short(e: BaseException) -> str:
 
 
 def _fallbacks():
-    return sorted(n for n in met.counter_names() if n.startswith("aten::"))
+    return sorted(fallback_names())
 
 
 def _result(status, detail="", fallbacks=()):

@@ -6,6 +6,8 @@ expected_failures.txt says (`fallback` or `fail`): a listed pair that now passes
 test too, so the list only shrinks. A wrong result always fails. The whole database runs
 with scripts/opinfo_coverage.
 """
+import os
+import re
 import types
 
 import pytest
@@ -20,6 +22,18 @@ ERROR_SLICE = [(eid, op) for eid, op, dtype in SLICE
 _FIX = "update tests/opinfo/expected_failures.txt (scripts/opinfo_coverage --write-expected)"
 
 
+def _on_pinned_torch() -> bool:
+    """The expected-failures file is written on CI's torch (requirements-ci.txt). On other
+    releases (scripts/test-matrix) a listed pair may pass or be missing from op_db: the
+    list shrinks only on CI's torch, and what fails on any release still fails the test."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "requirements-ci.txt")) as f:
+        pinned = re.search(r"^torch==(\S+)", f.read(), re.M).group(1)
+    return torch.__version__.split("+")[0] == pinned
+
+
+ON_PINNED = _on_pinned_torch()
+
+
 def _check(eid, dtype, direction, res, problems):
     status = "pass" if res is None or res["status"] in ("none", "unsupported") else res["status"]
     listed = EXPECTED.get((eid, dtype, direction))
@@ -28,7 +42,7 @@ def _check(eid, dtype, direction, res, problems):
                         f"{res['detail']}")
     elif listed is None and status != "pass":
         problems.append(f"{direction}: {status}: {harness.summary(res)} (not expected)")
-    elif listed is not None and status != listed[0]:
+    elif listed is not None and status != listed[0] and (ON_PINNED or status != "pass"):
         now = status if status == "pass" else f"{status}: {harness.summary(res)}"
         problems.append(f"{direction}: listed as {listed[0]} ({listed[1]}), now {now}; {_FIX}")
 
@@ -54,6 +68,8 @@ def test_error_inputs(eid, op):
 
 
 def test_expected_file_names_known_entries_and_dtypes():
+    if not ON_PINNED:
+        pytest.skip("the file names CI's torch's op_db entries; this torch's differ")
     known = {(eid, catalog.dtype_name(d)) for eid, op in catalog.entries()
              for d in catalog.entry_dtypes(op)} | {(eid, "-") for eid, _ in catalog.entries()}
     unknown = sorted({(eid, d) for eid, d, _ in EXPECTED} - known)

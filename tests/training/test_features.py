@@ -1,7 +1,6 @@
 """Training features on the device, each against the CPU: learning-rate schedulers,
 gradient clipping, zero_grad, gradient accumulation, no_grad, frozen layers, weight tying,
 state dicts, and `xm.optimizer_step` on one replica."""
-import copy
 import io
 
 import pytest
@@ -12,7 +11,7 @@ from torch.optim import lr_scheduler as sched
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from tests.conftest import compiles, fallbacks
+from tests.conftest import assert_same, compiles
 
 
 def _model():
@@ -32,10 +31,7 @@ def _step(model, device, step):
     return loss
 
 
-def _assert_models_close(xla_model, cpu_model, rtol=1e-5, atol=1e-6):
-    for (name, e), a in zip(cpu_model.state_dict().items(), xla_model.state_dict().values()):
-        assert a.device.type == "xla", name
-        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
+MODEL_TOL = dict(rtol=1e-5, atol=1e-6)  # parameters after several steps
 
 
 # ---- learning-rate schedulers ---------------------------------------------------------------
@@ -88,7 +84,7 @@ def test_scheduler_changes_rate_without_recompiling(dev, sched_name, opt_name):
     cpu_model, _, cpu_lrs = _train_scheduled("cpu", OPTIMIZERS[opt_name], SCHEDULERS[sched_name])
     xla_model, counts, lrs = _train_scheduled(dev, OPTIMIZERS[opt_name], SCHEDULERS[sched_name])
     assert lrs == cpu_lrs and len(set(lrs)) > 1, lrs
-    _assert_models_close(xla_model, cpu_model)
+    assert_same(xla_model.state_dict(), cpu_model.state_dict(), **MODEL_TOL)
     assert counts[1] == counts[-1], f"recompiled when the rate changed: {counts}"
 
 
@@ -103,11 +99,9 @@ def test_clip_grad_norm(dev, norm_type):
         total = nn.utils.clip_grad_norm_(model.parameters(), 0.1, norm_type=norm_type)
         results.append((total, [p.grad for p in model.parameters()]))
     (cpu_total, cpu_grads), (total, grads) = results
-    assert total.device.type == "xla"
-    torch.testing.assert_close(total.cpu(), cpu_total)
+    assert_same(total, cpu_total)
     assert cpu_total > 0.1  # the gradients were clipped
-    for g, e in zip(grads, cpu_grads):
-        torch.testing.assert_close(g.cpu(), e)
+    assert_same(grads, cpu_grads)
 
 
 def test_clip_grad_norm_foreach_is_refused_by_pytorch(dev):
@@ -123,8 +117,7 @@ def test_clip_grad_value_and_nonfinite_error(dev):
     _step(model, dev, 0), _step(cpu_model, "cpu", 0)
     nn.utils.clip_grad_value_(model.parameters(), 0.01)
     nn.utils.clip_grad_value_(cpu_model.parameters(), 0.01)
-    for p, q in zip(model.parameters(), cpu_model.parameters()):
-        torch.testing.assert_close(p.grad.cpu(), q.grad)
+    assert_same([p.grad for p in model.parameters()], [q.grad for q in cpu_model.parameters()])
     next(model.parameters()).grad[0, 0] = float("nan")
     with pytest.raises(RuntimeError, match="is non-finite, so it cannot be clipped"):
         nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
@@ -144,8 +137,7 @@ def test_zero_grad(dev, set_to_none):
     _step(model, dev, 1)  # the next gradients are not added to the old ones
     cpu_model = _model()
     _step(cpu_model, "cpu", 1)
-    for p, q in zip(model.parameters(), cpu_model.parameters()):
-        torch.testing.assert_close(p.grad.cpu(), q.grad)
+    assert_same([p.grad for p in model.parameters()], [q.grad for q in cpu_model.parameters()])
 
 
 def _train_accumulating(device, steps=4, micro=3):
@@ -165,7 +157,7 @@ def _train_accumulating(device, steps=4, micro=3):
 def test_gradient_accumulation(dev):
     cpu_model, _ = _train_accumulating("cpu")
     xla_model, counts = _train_accumulating(dev)
-    _assert_models_close(xla_model, cpu_model)
+    assert_same(xla_model.state_dict(), cpu_model.state_dict(), **MODEL_TOL)
     assert counts[1] == counts[-1], counts
 
 
@@ -183,8 +175,8 @@ def test_no_grad(dev):
         expected = cpu_model(x)
         for p in cpu_model.parameters():
             p.mul_(0.5)
-    torch.testing.assert_close(out.cpu(), expected)
-    _assert_models_close(model, cpu_model)
+    assert_same(out, expected)
+    assert_same(model.state_dict(), cpu_model.state_dict(), **MODEL_TOL)
     assert all(p.requires_grad and p.is_leaf for p in model.parameters())
 
 
@@ -203,8 +195,8 @@ def _train_frozen(device):
 def test_frozen_layers(dev):
     initial, cpu_model, xla_model = _model(), _train_frozen("cpu"), _train_frozen(dev)
     assert all(p.grad is None and not p.requires_grad for p in xla_model[0].parameters())
-    _assert_models_close(xla_model, cpu_model)
-    torch.testing.assert_close(xla_model[0].weight.cpu(), initial[0].weight)
+    assert_same(xla_model.state_dict(), cpu_model.state_dict(), **MODEL_TOL)
+    assert_same(xla_model[0].weight, initial[0].weight)
     assert not torch.allclose(xla_model[2].weight.cpu(), initial[2].weight)
 
 
@@ -241,7 +233,7 @@ def test_weight_tying(dev):
     cpu_model, xla_model = _train_tied("cpu"), _train_tied(dev)
     assert xla_model.head.weight is xla_model.embed.weight
     assert len(list(xla_model.parameters())) == 1
-    torch.testing.assert_close(xla_model.embed.weight.cpu(), cpu_model.embed.weight, rtol=1e-5, atol=1e-6)
+    assert_same(xla_model.embed.weight, cpu_model.embed.weight, **MODEL_TOL)
 
 
 # ---- state dicts ---------------------------------------------------------------------------
@@ -280,7 +272,7 @@ def test_state_dict_round_trip_resumes_training_exactly(dev):
     resumed_opt.load_state_dict(saved["opt"])
     assert resumed_opt.state[next(resumed.parameters())]["exp_avg"].device.type == "xla"
     _train_steps(resumed, resumed_opt, dev, 2, start=3)
-    _assert_models_close(resumed, model, rtol=0, atol=0)
+    assert_same(resumed.state_dict(), model.state_dict(), rtol=0, atol=0)
     assert resumed[1].num_batches_tracked.item() == 5
 
 
@@ -306,7 +298,7 @@ def test_state_dicts_move_between_cpu_and_device(dev):
     xla_opt.load_state_dict(cpu_opt.state_dict())
     _train_steps(cpu_model, cpu_opt, "cpu", 2, start=2)
     _train_steps(xla_model, xla_opt, dev, 2, start=2)
-    _assert_models_close(xla_model, cpu_model)
+    assert_same(xla_model.state_dict(), cpu_model.state_dict(), **MODEL_TOL)
 
     back = _bn_model()
     back.load_state_dict(xla_model.state_dict())
@@ -354,4 +346,4 @@ def test_optimizer_step_barrier(dev):
     for step in range(2):  # no zero_grad: gradients accumulate, as above
         _step(cpu_model, "cpu", step)
         cpu_opt.step()
-    _assert_models_close(model, cpu_model)
+    assert_same(model.state_dict(), cpu_model.state_dict(), **MODEL_TOL)

@@ -14,7 +14,7 @@ import torch
 import torch.optim as optim
 
 import torch_xla.core.xla_model as xm
-from tests.conftest import compiles, fallbacks
+from tests.conftest import assert_same, compiles, fallbacks
 
 ALL = sorted(n for n in dir(optim) if isinstance(getattr(optim, n), type)
              and issubclass(getattr(optim, n), optim.Optimizer) and n != "Optimizer")
@@ -66,7 +66,7 @@ def _run(name, device, steps, **options):
         if device != "cpu":
             xm.mark_step()
         counts.append(compiles())
-    return [p.detach().cpu() for p in params], counts, opt
+    return [p.detach() for p in params], counts, opt
 
 
 def test_every_optimizer_is_covered():
@@ -86,8 +86,7 @@ def test_optimizer_matches_cpu(dev, name, options):
     before = fallbacks()
     got, counts, opt = _run(name, dev, steps, **options)
     expected, _, cpu_opt = _run(name, "cpu", steps, **{k: v for k, v in options.items() if k != "capturable"})
-    for g, e in zip(got, expected):
-        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+    assert_same(got, expected, rtol=1e-5, atol=1e-6)
     assert fallbacks() == before, f"ran on the CPU: {sorted(fallbacks() - before)}"
     if name != "LBFGS":  # LBFGS's history grows each step: a new graph each time, by design
         assert counts[1] == counts[-1], f"recompiled after the second step: {counts}"
@@ -157,5 +156,5 @@ def test_python_number_step_in_a_loaded_state(dev):
             (p ** 2).sum().backward()
             opt.step()
         assert isinstance(opt.state[p]["step"], torch.Tensor)
-        results.append(p.detach().cpu())
-    torch.testing.assert_close(results[1], results[0], rtol=1e-6, atol=1e-6)
+        results.append(p.detach())
+    assert_same(results[1], results[0], rtol=1e-6, atol=1e-6)

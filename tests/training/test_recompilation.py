@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_xla.core.xla_model as xm
-from tests.conftest import compiles
+from tests.conftest import assert_same, compiles
 
 
 class _Branchy(nn.Module):
@@ -56,8 +56,7 @@ def test_changing_graph_trains_like_cpu_and_recompiles(dev):
     losses, counts, xla_model = _train(copy.deepcopy(model), dev, batches)
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-4, atol=1e-6)
     assert xla_model.taken == cpu_model.taken and len(set(cpu_model.taken)) == 2, cpu_model.taken
-    for p, q in zip(xla_model.parameters(), cpu_model.parameters()):
-        torch.testing.assert_close(p.cpu(), q, rtol=1e-4, atol=1e-5)
+    assert_same(list(xla_model.parameters()), list(cpu_model.parameters()), rtol=1e-4, atol=1e-5)
     first_pass = counts[len(batches) // 2 - 1]
     assert first_pass >= 6, counts  # new shapes and branches compiled during the first pass
     # The second pass over the same batches (same shapes; branches taken as before or

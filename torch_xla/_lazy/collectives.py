@@ -31,6 +31,9 @@ def apply(op, tensors, avals, **static):
     """Records `op` on `tensors` (user tensors on one XLA device); returns user tensors for its
     outputs with the given (shape, dtype) avals."""
     inner = [unwrap(t) for t in tensors]
+    for t in inner:
+        if t._value.data is None and t._value.node is None:
+            raise t._value.failure()
     devices = {t._value.device for t in inner}
     if len(devices) != 1:
         raise RuntimeError(f"a collective takes tensors on one XLA device, got xla:{sorted(devices)}")

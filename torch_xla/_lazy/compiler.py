@@ -15,9 +15,18 @@ import jax
 from jax.sharding import SingleDeviceSharding
 
 from . import debug, metrics, runtime
+from .caches import LRUCache
 from .lowering import call_lowering
 
-_cache = {}
+_cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
+
+
+class LoweringError(Exception):
+    """A lowering raised while its program was traced: node `position` of the walk's order."""
+
+    def __init__(self, position, cause):
+        super().__init__(f"op {position}: {type(cause).__name__}: {cause}")
+        self.position, self.cause = position, cause
 
 
 class Program:
@@ -33,9 +42,12 @@ class Program:
     def run_traced(self, donated, kept, scalars):
         leaves = donated + kept
         env = []
-        for node_op, template, refs, s0, s1, avals in self.plan:
+        for position, (node_op, template, refs, s0, s1, avals) in enumerate(self.plan):
             inputs = [leaves[i] if p < 0 else env[p][i] for p, i in refs]
-            env.append(call_lowering(node_op, template, inputs, scalars[s0:s1], avals))
+            try:
+                env.append(call_lowering(node_op, template, inputs, scalars[s0:s1], avals))
+            except Exception as e:
+                raise LoweringError(position, e) from e
         return [leaves[i] if p < 0 else env[p][i] for p, i in self.roots]
 
 
@@ -90,6 +102,9 @@ def walk(values, held=None):
     if not roots:
         return None
     order, node_pos, leaves = _collect(roots)
+    for v in leaves:
+        if v.data is None:
+            raise v.failure()
     # Donated leaves first: the program takes them as its first argument. Only a buffer an
     # output of the same shape and dtype can reuse is worth donating (XLA ignores the rest).
     reusable = collections.Counter((v.shape, v.dtype) for v in roots)
@@ -121,6 +136,15 @@ def walk(values, held=None):
     return Walk(order, roots, key, Program(tuple(plan), root_refs, len(donated)), args)
 
 
+def dependent_roots(w: Walk, position):
+    """The roots of `w` computed from node `position` of its order (or by it)."""
+    bad = {position}
+    for p, (_, _, refs, _, _, _) in enumerate(w.program.plan[position + 1:], position + 1):
+        if any(q in bad for q, _ in refs):
+            bad.add(p)
+    return [v for v, (p, _) in zip(w.roots, w.program.roots) if p in bad]
+
+
 def program_for(w: Walk) -> Program:
     """The compiled program of walk `w`, cached per (graph, device)."""
     key = (w.key, w.device)
@@ -138,7 +162,7 @@ def program_for(w: Walk) -> Program:
     metrics.sample("CompileTime", time.perf_counter_ns() - start)
     if debug.enabled():
         debug.explain_compile(w.order, w.roots)
-    _cache[key] = program
+    _cache.put(key, program)
     return program
 
 

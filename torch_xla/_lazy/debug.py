@@ -147,18 +147,23 @@ def _frames():
         frame = frame.f_back
 
 
-def trigger():
-    """(what made the engine run a graph, the user's frame as 'file:line in function' and its
-    source line, or None when the whole stack is library code)."""
-    names = {f.f_code.co_name for f in _frames()
-             if os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR)}
-    why = next((text for name, text in _TRIGGERS if name in names), "tensors were materialised")
+def user_frame():
+    """The innermost frame of user code on this thread's stack as ('file:line in function',
+    source line), or None when the whole stack is library code (an autograd thread)."""
     for f in _frames():
         path = os.path.abspath(f.f_code.co_filename)
         if not path.startswith(_LIBRARY_DIRS) and not path.startswith("<"):
             source = linecache.getline(path, f.f_lineno).strip()
-            return why, (f"{path}:{f.f_lineno} in {f.f_code.co_name}", source)
-    return why, None
+            return f"{path}:{f.f_lineno} in {f.f_code.co_name}", source
+    return None
+
+
+def trigger():
+    """(what made the engine run a graph, the user's frame from `user_frame`)."""
+    names = {f.f_code.co_name for f in _frames()
+             if os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR)}
+    why = next((text for name, text in _TRIGGERS if name in names), "tensors were materialised")
+    return why, user_frame()
 
 
 def enabled() -> bool:

@@ -1,35 +1,25 @@
 """Makes 'xla' a device PyTorch can create tensors on.
 
-Hooks installed once at import: the device guard and a refusal of sparse layouts (a short
-C++ file compiled on first use and cached, since PyTorch has no Python way to register
-either for XLA), a fallback kernel for the XLA dispatch key (reached by factory ops such as
-`torch.zeros(..., device='xla')`, which have no tensor argument to dispatch on), and the
-reseeding of XLA devices by `torch.manual_seed`.
+Hooks installed once at import: the device hooks (the device guard and a refusal of sparse
+layouts, from _lazy/device_guard, which says where they come from; where no guard can be had,
+making an XLA tensor raises naming the fix), a fallback kernel for the XLA dispatch key
+(reached by factory ops such as `torch.zeros(..., device='xla')`, which have no tensor argument
+to dispatch on), and the reseeding of XLA devices by `torch.manual_seed`.
 """
 import functools
-import hashlib
 import os
 
 import torch
-import torch.utils.cpp_extension
 
-from . import rng
+from . import device_guard, rng
 from .dispatch import dispatch
 from .execution import from_cpu
 from .lowering import overload_named
+from .frames import run_without_dynamo
+from .sharding import from_process_batch, shard_data
 from .tensor import to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
-
-
-def _load_device_hooks() -> None:
-    """Builds (once per torch version and source, cached) and loads device_hooks.cpp."""
-    source = os.path.join(os.path.dirname(__file__), "device_hooks.cpp")
-    with open(source, "rb") as f:
-        digest = hashlib.sha1(f.read()).hexdigest()[:10]
-    name = "torch_xla_jax_device_hooks_" + torch.__version__.replace(".", "_").replace("+", "_")
-    torch.utils.cpp_extension.load(name=f"{name}_{digest}", sources=[source],
-                                   is_python_module=False, verbose=False)
 
 
 def _read_bf16_mode():
@@ -56,17 +46,26 @@ def device_dtype(dtype):
     return bf16_mode().get(dtype, dtype)
 
 
-def transfer(t: torch.Tensor, device) -> torch.Tensor:
+def transfer(t: torch.Tensor, device, sharding=None, minibatch=False) -> torch.Tensor:
     """A CPU tensor on an XLA device, already a buffer (`.to(device)` records an `empty` and a
-    copy). Data loaders' background threads use it: a step ending on another thread at that
-    moment must not find a half-made tensor among the live ones."""
+    copy), laid out by the jax `sharding` if given (SPMD; `minibatch`: `t` is this process's
+    part of the batch, dim 0 of a global tensor). Data loaders' background threads use it: a
+    step ending on another thread at that moment must not find a half-made tensor among the
+    live ones."""
     index = torch.device(device).index or 0
-    return to_functional(wrap(from_cpu(t, index, dtype=device_dtype(t.dtype))))
+    device_guard.check(index)
+    value = from_cpu(t, index, dtype=device_dtype(t.dtype))
+    if sharding is not None and minibatch:
+        value = from_process_batch(value, sharding)
+    elif sharding is not None:
+        shard_data(value, sharding)
+    return to_functional(wrap(value))
 
 
 def _factory(op, *args, **kwargs):
     """Factory ops on an XLA device: traced below, wrapped for functionalization unless the
     call already comes from below it (a decomposition inside the engine)."""
+    device_guard.check(kwargs.get("device"))
     downcast = bf16_mode()
     if downcast and op._schema.name != "aten::_to_copy":
         dtype = kwargs.get("dtype") or torch.get_default_dtype()
@@ -127,7 +126,7 @@ _libs = []
 def install() -> None:
     if _libs:
         return
-    _load_device_hooks()
+    device_guard.install()
     fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(_factory, "XLA")
     # PyTorch routes a fallback call whose arguments carry the Python key (an XLATensor met
@@ -138,5 +137,6 @@ def install() -> None:
     for name in _WHOLE_FACTORIES:
         per_op.impl(name, functools.partial(_factory, overload_named(name)), "XLA")
     _libs.extend([fallback, per_op])
+    run_without_dynamo(_factory, _copy_from)
     _hook_manual_seed()
     _patch_storage_data_ptr()

@@ -15,38 +15,16 @@ import torch
 from torch._decomp import decomposition_table
 
 from . import metrics, rng, runtime
+from .caches import GenerationCache
 from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
 from .ir import In, Node, Sc, Value, fill_template
-from .lowering import REGISTRY, load_all
+from .lowering import load_all, lookup, scalar_arguments
 from .meta import cpu_error, meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
 
 aten = torch.ops.aten
 load_all()
-
-def _is_scalar_type(t) -> bool:
-    """Scalar-typed arguments, and Tensor-typed ones (where a Python number arrives as a
-    wrapped number, as in `x * 0.5`), are values: their numbers become program parameters."""
-    if isinstance(t, torch.OptionalType):
-        t = t.getElementType()
-    if isinstance(t, torch.ListType):
-        t = t.getElementType()
-    return isinstance(t, (torch.NumberType, torch.TensorType))
-
-
-_dynamic_args = {}  # op -> (positional flags, kwarg names) of Scalar-typed arguments
-
-
-def _scalar_args(func):
-    info = _dynamic_args.get(id(func))
-    if info is None:
-        args = func._schema.arguments
-        flags = tuple(_is_scalar_type(a.type) for a in args)
-        names = frozenset(a.name for a, f in zip(args, flags) if f)
-        info = _dynamic_args[id(func)] = (flags, names)
-    return info
-
 
 _NUMBER = (int, float, bool, complex)
 
@@ -54,13 +32,15 @@ _NUMBER = (int, float, bool, complex)
 def _encode_call(func, args, kwargs, dynamic):
     """The node's argument template (tensors -> `In`, dynamic numbers -> `Sc`), its inputs,
     its scalars, its device, and a hashable signature of the call for the meta cache."""
-    flags, names = _scalar_args(func)
+    flags, names = scalar_arguments(func)
     inputs, scalars, sig, state = [], [], [], [None]
 
     def encode(obj, dyn):
         t = type(obj)
         if t is XLATensor:
             v = obj._value
+            if v.data is None and v.node is None:
+                raise v.failure()
             if state[0] is None:
                 state[0] = v.device
             elif v.device != state[0]:
@@ -160,7 +140,9 @@ def _run_eagerly(lowering, template, inputs, scalars, device):
 # ---- the entry ---------------------------------------------------------------------------
 
 _ENGINE_OPS = {}  # op -> handler
-_routes = {}      # id(op) -> (engine op, lowering): OpOverloads live as long as the process
+# id(op) -> (engine op, lowering)
+_routes = GenerationCache("Route", "XLA_DISPATCH_CACHE_SIZE", 4096)
+_recent_route = _routes.recent.get
 
 
 def engine_op(*ops, with_op=False):
@@ -169,15 +151,16 @@ def engine_op(*ops, with_op=False):
     def register(fn):
         for op in ops:
             _ENGINE_OPS[op] = functools.partial(fn, op) if with_op else fn
-            _routes.pop(id(op), None)
+            _routes.discard(id(op))
         return fn
     return register
 
 
 def dispatch(func, args, kwargs):
-    route = _routes.get(id(func))
+    route = _recent_route(id(func)) or _routes.get(id(func))
     if route is None:
-        route = _routes[id(func)] = (_ENGINE_OPS.get(func), REGISTRY.get(func))
+        route = (_ENGINE_OPS.get(func), lookup(func))
+        _routes.put(id(func), route)
     engine, lowering = route
     if engine is not None:
         return engine(*args, **kwargs)
@@ -200,7 +183,7 @@ def _decomposed(decomp, func, args, kwargs):
     try:
         return decomp(*args, **kwargs)
     except (RuntimeError, ValueError, IndexError, TypeError) as e:
-        raise (cpu_error(func, args, kwargs) or e) from None
+        raise (cpu_error(func, args, kwargs, full_size=True) or e) from None
 
 
 def _functional_variant(func):

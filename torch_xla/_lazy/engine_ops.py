@@ -5,9 +5,11 @@ ops' argument checks). Each is registered with the dispatch entry by `@engine_op
 """
 import torch
 
+from . import debug
 from .dispatch import dispatch, engine_op, trace
-from .execution import from_cpu, to_cpu
+from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
+from .sharding import propagate
 from .tensor import XLATensor, dispatch_depth, to_functional, wrap
 
 aten = torch.ops.aten
@@ -90,10 +92,20 @@ def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 @engine_op(aten._linalg_check_errors.default)
 def _linalg_check_errors(info, api_name, is_matrix):
-    """PyTorch's error for a failed factorization (`info` != 0): one bool read from the
-    device (a sync, as on CUDA), then PyTorch's own check on the CPU for its message."""
-    if _local_scalar_dense(dispatch(aten.any.default, (info,), {})):
-        torch.ops.aten._linalg_check_errors(to_cpu(info._value), api_name, is_matrix=is_matrix)
+    """PyTorch's error for a failed factorization (`info` != 0). PyTorch checks at the op;
+    here the check waits for the program that computes `info` (the end of the step, or a
+    host read before it), so it costs no device run of its own. The error is PyTorch's
+    own, from its check on the CPU copy, naming the user's line that called the op."""
+    where = debug.user_frame()
+
+    def check(cpu_info):
+        try:
+            aten._linalg_check_errors(cpu_info, api_name, is_matrix=is_matrix)
+        except RuntimeError as e:
+            line = f" at {where[0]}: {where[1]}" if where else ""
+            raise type(e)(f"{e}\n(on XLA checked once the step's program ran, not at the op: "
+                          f"{api_name} was called{line})") from None
+    defer_check(info._value, check)
 
 
 _checked = set()  # (op, shape, dtype, static arguments) whose argument checks passed
@@ -166,8 +178,10 @@ def _index_put(func, x, indices, values, accumulate=False):
 
 
 @engine_op(aten._propagate_xla_data.default)
-def _propagate_xla_data(*args):
-    return None
+def _propagate_xla_data(old, new):
+    """Functionalization swapping `old`'s value for `new`'s (an in-place op): `new` keeps
+    `old`'s sharding."""
+    propagate(old, new)
 
 
 @engine_op(aten.resize_.default)

@@ -2,17 +2,23 @@
 
 `materialize(values)` runs what `values` need, one program per device: the compiler's walk
 and program (`compiler`), run on the device; a graph with a collective runs as one
-replicated program over every replica's device (`replicated`). `mark_step` does it for
+replicated program over every replica's device (`replicated`); under SPMD every graph runs
+as one program partitioned over all devices (`spmd_program`). `mark_step` does it for
 every live pending tensor and donates the buffers no live tensor holds any more.
 `from_cpu`/`to_cpu` are the transfers, counted and timed in the metrics.
+
+Checks of computed values (a factorization's `info`) are deferred (`defer_check`): the
+values join the outputs of the next program that runs on their device (at `mark_step`, or
+a host read), and are checked on the host once it ran, with no device run of their own.
 """
 import os
+import threading
 import time
 
 import jax
 import torch
 
-from . import compiler, metrics, replicated, runtime
+from . import compiler, metrics, replicated, runtime, spmd_program
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -28,10 +34,59 @@ def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
 
 def to_cpu(value: Value) -> torch.Tensor:
     materialize([value])
+    if value.data is None:
+        raise value.failure()
+    return _read(value)
+
+
+def _read(value: Value) -> torch.Tensor:
+    replicated.settle()  # a program waiting for another process would never end: timed
     with metrics.timed("TransferFromDeviceTime"):
         out = runtime.to_cpu_tensor(value.data, value.dtype)
     metrics.count("TransferFromDevice")
     return out
+
+
+_checks = []  # [(value, check)] deferred until a program computes the value
+_checks_lock = threading.Lock()  # DataParallel's threads defer and take checks
+
+
+def defer_check(value: Value, check) -> None:
+    """Calls `check(cpu_copy)` (which raises on a bad value) once a program has computed
+    `value`: the value becomes an output of the next program run on its device."""
+    with _checks_lock:
+        _checks.append((value, check))
+
+
+def _take_checks(devices):
+    """The deferred checks of values on `devices` (None: every device), taken off the list."""
+    if not _checks:
+        return []
+    with _checks_lock:
+        taken = [c for c in _checks if devices is None or c[0].device in devices]
+        _checks[:] = [c for c in _checks if not (devices is None or c[0].device in devices)]
+    return taken
+
+
+def _run_all(values, checks, held=None) -> None:
+    """Materialises `values` and the values of `checks`, one program per device, then runs
+    the checks (the first failing one raises once all ran); checks whose values are still
+    pending stay deferred."""
+    try:
+        for vs in _pending_by_device(values + [v for v, _ in checks]).values():
+            _run(vs, held)
+    finally:
+        with _checks_lock:
+            _checks.extend(c for c in checks if c[0].node is not None)
+    failed = None
+    for value, check in checks:
+        if value.data is not None:
+            try:
+                check(_read(value))
+            except Exception as e:  # noqa: BLE001  (the first one is raised below)
+                failed = failed or e
+    if failed is not None:
+        raise failed
 
 
 def _pending_by_device(values):
@@ -39,13 +94,16 @@ def _pending_by_device(values):
     for v in values:
         if v.node is not None:
             by_device.setdefault(v.device, []).append(v)
-    return by_device.values()
+    return by_device
 
 
 def materialize(values) -> None:
-    """Runs what is needed to give every value in `values` a buffer (one program per device)."""
-    for vs in _pending_by_device(values):
-        _run(vs)
+    """Runs what is needed to give every value in `values` a buffer (one program per device),
+    with the deferred checks of those devices."""
+    groups = _pending_by_device(values)
+    if not groups:
+        return
+    _run_all(list(values), _take_checks(groups.keys()))
 
 
 def mark_step(device=None) -> None:
@@ -56,30 +114,68 @@ def mark_step(device=None) -> None:
         device = runtime.thread_device()
     values = live_values(device)
     held = {id(v.data) for v in values if v.data is not None}
-    for vs in _pending_by_device(values):
-        _run(vs, held)
+    _run_all(values, _take_checks(None if device is None else (device,)), held)
+
+
+class ExecutionError(RuntimeError):
+    """A step's program failed; the message names the op and its place in the graph."""
 
 
 def _run(values, held=None) -> None:
-    """Materialises the pending `values` (all on one device) in one program."""
+    """Materialises the pending `values` (all on one device) in one program. If it fails,
+    the values computed from what failed raise the error when used; the others stay
+    pending, intact."""
     w = compiler.walk(values, held)
     if w is None:
         return
+    try:
+        outputs = _execute(w, values, held)
+    except compiler.LoweringError as e:
+        error = ExecutionError(_describe_failure(w, e.position, e.cause))
+        for v in compiler.dependent_roots(w, e.position):
+            v.fail(error)
+        raise error from e.cause
+    except Exception as e:
+        error = ExecutionError(f"the program of {len(w.order)} ops on xla:{w.device} "
+                               f"({_op_names(w.order)}) failed: {type(e).__name__}: {e}")
+        for v in w.roots:
+            v.fail(error)
+        raise error from e
+    for v, out in zip(w.roots, outputs):
+        v.set_data(out)
+    _save_graph(w.order)
+
+
+def _execute(w, values, held):
+    if runtime.is_spmd():
+        return spmd_program.run(w)
     if w.collective:
         if held is not None:
             # Replicas must agree on the program, and which buffers are still held can differ
             # between them (a dead tensor not yet collected): no donation here.
             w = compiler.walk(values)
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
-        outputs = replicated.run(w.device, call)
-    else:
-        program = compiler.program_for(w)
-        start = time.perf_counter_ns()
-        outputs = program.compiled(*w.args)
-        metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
-    for v, out in zip(w.roots, outputs):
-        v.set_data(out)
-    _save_graph(w.order)
+        return replicated.run(w.device, call)
+    program = compiler.program_for(w)
+    start = time.perf_counter_ns()
+    outputs = program.compiled(*w.args)
+    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    return outputs
+
+
+def _op_names(nodes, shown=4):
+    names = [n.op.name for n in nodes[-shown:]]
+    return ("..., " if len(nodes) > shown else "") + ", ".join(names)
+
+
+def _describe_failure(w, position, cause):
+    """Where a lowering failed: the op, its place in the graph and the ops just before it
+    (recording the user's line of every op would cost the tracing of every op)."""
+    node = w.order[position]
+    before = f"; after {_op_names(w.order[:position])}" if position else ""
+    return (f"{node.op.name} failed to compile: op {position} of {len(w.order)} in the "
+            f"graph on xla:{w.device} ({format_node(node)}{before}): "
+            f"{type(cause).__name__}: {cause}")
 
 
 def _save_graph(order) -> None:
@@ -92,6 +188,7 @@ def _save_graph(order) -> None:
 
 def wait_device_ops() -> None:
     """Blocks until every buffer of a live tensor has been computed, and jax's effects ran."""
+    replicated.settle()
     for v in live_values():
         if v.data is not None:
             v.data.block_until_ready()

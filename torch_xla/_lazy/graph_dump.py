@@ -1,5 +1,5 @@
-"""Looking inside the graph without running it: the pending IR as text, the StableHLO or
-HLO text of the program that would run, and the graph as Graphviz dot.
+"""Looking inside the graph without running it: the pending IR as text, the StableHLO (text
+or bytecode) or HLO text of the program that would run, and the graph as Graphviz dot.
 
 All three use the compiler's own walk (`compiler.walk`), so what they show is exactly what
 `mark_step` would compile for these tensors: the same nodes in the same order, and for
@@ -8,7 +8,7 @@ the program text, jax's lowering of the same function the compiler jits.
 import jax
 import torch
 
-from . import compiler
+from . import compiler, runtime, spmd_program
 from .ir import fill_template, format_avals
 from .tensor import XLATensor, live_values, unwrap
 
@@ -79,6 +79,8 @@ def lowered(tensors):
     w = _walk(tensors)
     if w is None:
         return None
+    if runtime.is_spmd():
+        return spmd_program.lowered(w)
     return jax.jit(w.program.run_traced).lower(*w.args)
 
 
@@ -87,6 +89,16 @@ def program_text(tensors, dialect: str = "stablehlo") -> str:
     is pending."""
     low = lowered(tensors)
     return "" if low is None else low.as_text(dialect=dialect)
+
+
+def program_bytecode(tensors) -> bytes:
+    """The program's StableHLO as a portable artifact (versioned MLIR bytecode, as
+    `jax.export` writes it). Empty if nothing is pending."""
+    w = _walk(tensors)
+    if w is None:
+        return b""
+    exported = jax.export.export(jax.jit(w.program.run_traced))(*w.args)
+    return bytes(exported.mlir_module_serialized)
 
 
 def dot(tensors) -> str:

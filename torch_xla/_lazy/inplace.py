@@ -13,6 +13,8 @@ import warnings
 import torch
 
 from .lowering import overload_named
+from .frames import run_without_dynamo
+from .sharding import propagate
 
 aten = torch.ops.aten
 _FUNCTIONALIZE = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
@@ -60,6 +62,7 @@ def _kernel(inplace, functional):
                         f"result type {_TYPE_NAMES.get(out.dtype, out.dtype)} can't be cast to the "
                         f"desired output type {_TYPE_NAMES.get(inner.dtype, inner.dtype)}")
                 out = out.to(inner.dtype)
+        propagate(inner, out)
         torch._functionalize_replace(self, out)
         torch._functionalize_commit_update(self)
         torch._sync(self)
@@ -77,5 +80,7 @@ def install() -> None:
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": intended
         warnings.simplefilter("ignore")
         for name, functional in _HOT.items():
-            lib.impl(name, _kernel(overload_named(name), functional), "Functionalize")
+            kernel = _kernel(overload_named(name), functional)
+            lib.impl(name, kernel, "Functionalize")
+    run_without_dynamo(kernel)
     _libs.append(lib)

@@ -58,7 +58,10 @@ class Node:
 
 
 class Value:
-    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "__weakref__")
+    """`error` is set only on a value whose program failed (then it has neither a node nor
+    data): using it raises `failure()`."""
+    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "error", "sharding",
+                 "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None):
         self.node = node
@@ -67,6 +70,7 @@ class Value:
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
 
     @property
     def pending(self) -> bool:
@@ -75,6 +79,18 @@ class Value:
     def set_data(self, data) -> None:
         self.data = data
         self.node = None  # drop the graph: the value is now a buffer
+
+    def fail(self, error) -> None:
+        """The value cannot be computed (its program failed with `error`)."""
+        self.node = self.data = None
+        self.error = error
+
+    def failure(self) -> RuntimeError:
+        """The error a use of a failed value raises."""
+        error = RuntimeError(f"this tensor has no value: the program computing it failed "
+                             f"({type(self.error).__name__}: {self.error})")
+        error.__cause__ = self.error
+        return error
 
 
 def fill_template(obj, inputs, scalars):

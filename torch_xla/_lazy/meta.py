@@ -1,19 +1,27 @@
 """Output shapes and dtypes of a traced op, from PyTorch's own kernels.
 
 PyTorch's meta kernels give each op's outputs; they are run once per (op, argument
-signature) and cached. Errors must be PyTorch's own, raised at the op: on a meta error, and
-for ops whose meta kernels check less than their CPU kernels, PyTorch's CPU kernel is run
-on stand-ins of the arguments (zero-stride tensors of the same shapes, or one-element
-tensors for pointwise ops) so users get the CPU's message.
+signature) and cached. Errors must be PyTorch's own, raised at the op, so PyTorch's CPU
+kernel is probed on stand-ins of the arguments:
+- for ops whose meta kernels check less than their CPU kernels (dtype rules of pointwise
+  ops, mixed dtypes and empty inputs of the matmul family), on tensors of the same dtypes
+  and ranks whose sizes are min(size, 1) (empty inputs stay empty, shapes that fit
+  still fit): counted as `ErrorProbe`, no real work;
+- on the error path only (a meta kernel or that probe raised, or the arguments' metadata
+  show a check the small sizes would not reproduce: convolution's parameters, index_add's
+  source shape), on zero-stride tensors of the same shapes, for the message the CPU gives
+  for them (it may name the sizes): counted as `FullSizeErrorProbe`.
 """
 import torch
 from torch.utils import _pytree as pytree
 
-from . import runtime
+from . import metrics, runtime, torch_compat
+from .caches import GenerationCache
 from .tensor import XLATensor
 
 aten = torch.ops.aten
-_cache = {}
+_cache = GenerationCache("Meta", "XLA_IR_SHAPE_CACHE_SIZE", 12288)
+_recent = _cache.recent.get
 
 
 def _to_meta(obj):
@@ -25,30 +33,36 @@ def _to_meta(obj):
 
 
 # Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes, empty inputs,
-# shapes of boundaries and sources).
+# the rank of boundaries).
 _CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
                 aten.mv.default, aten.addmv.default, aten.dot.default, aten.vdot.default,
                 aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default,
-                aten.bucketize.Tensor, aten.index_add.default}
+                aten.bucketize.Tensor, aten._scaled_dot_product_flash_attention_for_cpu.default}
 
 
-def _cpu_stand_in(tiny):
-    def stand_in(obj):
-        if isinstance(obj, XLATensor):
-            if tiny:  # pointwise ops: one element per dimension keeps broadcasting and dtypes
-                return torch.ones((1,) * obj.dim(), dtype=obj.dtype)
-            return torch.zeros((), dtype=obj.dtype).expand(obj.shape)
-        if isinstance(obj, torch.device) and obj.type == "xla":
-            return torch.device("cpu")
-        return obj
-    return stand_in
+def _small_stand_in(obj):
+    if isinstance(obj, XLATensor):
+        return torch.ones([min(s, 1) for s in obj.shape], dtype=obj.dtype)
+    if isinstance(obj, torch.device) and obj.type == "xla":
+        return torch.device("cpu")
+    return obj
 
 
-def cpu_error(func, args, kwargs, tiny=False):
+def _full_stand_in(obj):
+    if isinstance(obj, XLATensor):
+        return torch.zeros((), dtype=obj.dtype).expand(obj.shape)
+    if isinstance(obj, torch.device) and obj.type == "xla":
+        return torch.device("cpu")
+    return obj
+
+
+def cpu_error(func, args, kwargs, full_size=False):
     """The error PyTorch's CPU kernel raises for these arguments (its message is the one
-    users know), or None. Runs on zero-stride tensors of the same shapes and dtypes, or for
-    pointwise ops (`tiny`) on one-element tensors of the same dtypes and ranks."""
-    cargs, ckwargs = pytree.tree_map(_cpu_stand_in(tiny), (args, kwargs))
+    users know), or None. Runs on tensors of sizes min(size, 1), or (`full_size`) on
+    zero-stride tensors of the same shapes; both of the same dtypes and ranks."""
+    metrics.count("FullSizeErrorProbe" if full_size else "ErrorProbe")
+    stand_in = _full_stand_in if full_size else _small_stand_in
+    cargs, ckwargs = pytree.tree_map(stand_in, (args, kwargs))
     try:
         func(*cargs, **ckwargs)
     except (RuntimeError, ValueError, IndexError, TypeError, ZeroDivisionError) as e:
@@ -81,12 +95,30 @@ def _cpu_norm_stats(args, kwargs, avals):
                                for a in avals[1:])
 
 
-def _conv_params_out_of_range(args) -> bool:
+def _conv_params_out_of_range(args, kwargs) -> bool:
     """Convolution's meta kernel accepts negative padding and non-positive strides and
-    dilations, which its CPU kernel rejects (checked on the CPU only then: it is costly)."""
+    dilations, which its CPU kernel rejects."""
     _, _, _, stride, padding, dilation, _, output_padding, _ = args
     return (any(p < 0 for p in (*padding, *output_padding)) or any(s <= 0 for s in stride)
             or any(d <= 0 for d in dilation))
+
+
+def _index_add_source_mismatch(args, kwargs) -> bool:
+    """index_add's meta kernel accepts a source whose shape differs from self's outside
+    `dim`, which its CPU kernel rejects (sizes the small stand-ins do not keep)."""
+    self, dim, _, source = args[:4]
+    if source.dim() == 0 or self.dim() == 0:
+        return False
+    dim = dim % self.dim()
+    return source.dim() != self.dim() or any(
+        s != o for d, (s, o) in enumerate(zip(self.shape, source.shape)) if d != dim)
+
+
+# Ops whose meta kernels miss a check of their CPU kernels that the small stand-ins would
+# not reproduce, with a test on the arguments' metadata that the check fails: then the CPU
+# kernel is probed on the full-size stand-ins (the error path only).
+_CPU_CHECKED_WHEN = {aten.convolution.default: _conv_params_out_of_range,
+                     aten.index_add.default: _index_add_source_mismatch}
 
 
 # Elementwise ops PyTorch does not tag pointwise whose CPU kernels check dtypes their meta
@@ -104,20 +136,26 @@ def meta_outputs(func, args, kwargs, sig):
     """(structure, avals) of the op's outputs: structure is 't' for one tensor, or a tuple or
     list of 't' for several. `sig` is the call's hashable signature (the cache key)."""
     key = (id(func), sig)
-    hit = _cache.get(key)
+    hit = _recent(key) or _cache.get(key)
     if hit is not None:
         return hit
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
     try:
-        out = func(*margs, **mkwargs)
+        out = (torch_compat.meta_stand_in(func) or func)(*margs, **mkwargs)
     except (RuntimeError, ValueError, IndexError, TypeError, AssertionError) as e:
-        raise (cpu_error(func, args, kwargs) or e) from None
-    checked = func in _CPU_CHECKED or (
-        func is aten.convolution.default and _conv_params_out_of_range(args))
-    if checked or _is_pointwise(func):
-        error = cpu_error(func, args, kwargs, tiny=not checked)
+        raise (cpu_error(func, args, kwargs, full_size=True) or e) from None
+    fails = _CPU_CHECKED_WHEN.get(func)
+    if fails is not None and fails(args, kwargs):
+        error = cpu_error(func, args, kwargs, full_size=True)
         if error is not None:
             raise error
+    if func in _CPU_CHECKED or _is_pointwise(func):
+        # the error path: the message from the same shapes (and no error where the small
+        # sizes alone made one)
+        if cpu_error(func, args, kwargs) is not None:
+            error = cpu_error(func, args, kwargs, full_size=True)
+            if error is not None:
+                raise error
     if isinstance(out, torch.Tensor):
         result = ("t", ((tuple(out.shape), out.dtype),))
     elif isinstance(out, (tuple, list)) and all(o is None or isinstance(o, torch.Tensor) for o in out):
@@ -131,5 +169,5 @@ def meta_outputs(func, args, kwargs, sig):
     for aval in result[1]:
         if aval is not None:
             runtime.to_jax_dtype(aval[1])  # a dtype XLA devices lack is refused at the op
-    _cache[key] = result
+    _cache.put(key, result)
     return result

@@ -10,7 +10,14 @@ Under xmp.spawn (one process per device) every process calls the program with it
 With several replicas in one process (DataParallel's threads) the threads meet: each posts
 its n-th such call, and the last to arrive runs it for all of them and hands out the
 outputs.
+
+Between processes a program waits for its peers; one that died or stopped taking part
+would leave it waiting for ever. So there a program is started on a thread of its own
+and waited for at most XLA_COLLECTIVE_TIMEOUT seconds (default 600), and so are its
+outputs before anything is next read or run (`settle`): then `CollectiveTimeout` says so.
 """
+import concurrent.futures
+import os
 import threading
 
 import jax
@@ -19,6 +26,7 @@ from jax._src.lax.lax import _convert_element_type
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import metrics, runtime
+from .caches import LRUCache
 
 AXIS = runtime.REPLICA_AXIS
 
@@ -32,7 +40,7 @@ class Call:
         self.key, self.fn, self.args, self.out_shapes = key, fn, args, out_shapes
 
 
-_programs = {}
+_programs = LRUCache("ReplicatedProgram", "XLA_COMPILATION_CACHE_SIZE", 2048)
 _meshes = {}
 
 
@@ -84,6 +92,40 @@ def _global_args(per_replica, mesh):
     return leaves, scalars
 
 
+class CollectiveTimeout(RuntimeError):
+    """A program spanning the processes did not finish in time (a peer died or hangs)."""
+
+
+_waiting = []  # the outputs of the last program spanning the processes, not known finished
+_executor = []
+
+
+def _within_timeout(fn):
+    """fn(), run on the collectives' thread and waited for at most XLA_COLLECTIVE_TIMEOUT s."""
+    text = os.environ.get("XLA_COLLECTIVE_TIMEOUT", "600")
+    try:
+        timeout = float(text)
+    except ValueError:
+        raise ValueError(f"XLA_COLLECTIVE_TIMEOUT={text!r}: expected a number of seconds") from None
+    if not _executor:
+        _executor.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xla-collectives"))
+    try:
+        return _executor[0].submit(fn).result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise CollectiveTimeout(
+            f"a program with collectives across {runtime.process_count()} processes did not "
+            f"finish within {timeout:g} s (XLA_COLLECTIVE_TIMEOUT): another process has probably "
+            "died or stopped taking part in the collectives") from None
+
+
+def settle() -> None:
+    """Waits, within the timeout, for the last program spanning the processes to finish."""
+    if _waiting:
+        outs = _waiting[0]
+        _within_timeout(lambda: jax.block_until_ready(outs))
+        _waiting.clear()
+
+
 def _run(call, per_replica):
     """Runs the SPMD program of `call`; returns each local replica's outputs."""
     mesh = _mesh()
@@ -91,10 +133,16 @@ def _run(call, per_replica):
     key = (call.key, tuple(d.id for d in mesh.devices.flat))
     compiled = _programs.get(key)
     if compiled is None:
-        compiled = _programs[key] = _compile(call, mesh, global_args)
+        compiled = _compile(call, mesh, global_args)
+        _programs.put(key, compiled)
     else:
         metrics.count("CachedCompile")
-    outs = compiled(*global_args)
+    if runtime.process_count() > 1:
+        settle()
+        outs = _within_timeout(lambda: compiled(*global_args))
+        _waiting.append(outs)
+    else:
+        outs = compiled(*global_args)
     local = [runtime.jax_device(i) for i in runtime.replicas()]
     result = [[] for _ in local]
     for out, shape in zip(outs, call.out_shapes):

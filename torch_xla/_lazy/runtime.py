@@ -73,7 +73,9 @@ if os.environ.get("PJRT_DEVICE", "CPU").upper() == "CPU":
 # Several processes form one runtime through jax.distributed (its coordination service and,
 # on the CPU, gloo collectives). xmp.spawn sets these variables in each process it starts;
 # a launcher of its own (one process per host, say) may set them too:
-#   TORCH_XLA_COORDINATOR      host:port of process 0's coordination service
+#   TORCH_XLA_COORDINATOR      host:port of process 0's coordination service, which listens
+#                              there only (xmp.spawn: a loopback port) unless
+#   TORCH_XLA_COORDINATOR_BIND host:port (e.g. [::]:port: every interface) says where
 #   TORCH_XLA_NUM_PROCESSES    how many processes in all
 #   TORCH_XLA_PROCESS_ID       this process's index among them
 #   TORCH_XLA_LOCAL_PROCESS_ID this process's index on its host (local ordinal)
@@ -86,17 +88,21 @@ def _join_processes(platform) -> None:
     if platform == "cpu":
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     local = os.environ.get("TORCH_XLA_LOCAL_DEVICE")
+    coordinator = os.environ["TORCH_XLA_COORDINATOR"]
     jax.distributed.initialize(
-        coordinator_address=os.environ["TORCH_XLA_COORDINATOR"], num_processes=count,
+        coordinator_address=coordinator, num_processes=count,
         process_id=int(os.environ["TORCH_XLA_PROCESS_ID"]),
-        local_device_ids=None if local is None else [int(local)])
+        local_device_ids=None if local is None else [int(local)],
+        coordinator_bind_address=os.environ.get("TORCH_XLA_COORDINATOR_BIND", coordinator))
 
 
 def process_count() -> int:
+    jax_devices()  # the processes join when the runtime starts
     return jax.process_count() if jax.distributed.is_initialized() else 1
 
 
 def process_index() -> int:
+    jax_devices()
     return jax.process_index() if jax.distributed.is_initialized() else 0
 
 
@@ -138,7 +144,7 @@ def set_thread_device(index) -> None:
 
 
 def world_size() -> int:
-    return process_count() * len(replicas())
+    return 1 if _spmd[0] else process_count() * len(replicas())
 
 
 def local_position() -> int:
@@ -164,10 +170,31 @@ def replica_mesh_devices():
     return [devs[i] for _, devs in sorted(by_process.items()) for i in replicas()]
 
 
+# SPMD (`_lazy/spmd`): xla:0 stands for every device of the runtime, and one program spans
+# them all, partitioned by XLA: no replicas (world size 1).
+_spmd = [False]
+
+
+def use_spmd() -> None:
+    _spmd[0] = True
+
+
+def is_spmd() -> bool:
+    return _spmd[0]
+
+
+def device_count() -> int:
+    """XLA devices this process shows users: its devices, or under SPMD the one virtual
+    device."""
+    return 1 if _spmd[0] else len(jax_devices())
+
+
 def jax_device(index: int):
     devices = jax_devices()
     if index is None:
         index = 0
+    if _spmd[0] and index != 0:
+        raise RuntimeError(f"under SPMD xla:0 stands for every device: there is no xla:{index}")
     if not 0 <= index < len(devices):
         raise RuntimeError(f"Invalid XLA device index {index}: there are {len(devices)} device(s)")
     return devices[index]
@@ -231,7 +258,15 @@ def to_device_buffer(t: torch.Tensor, index: int):
 
 
 def to_cpu_tensor(buffer, dtype: torch.dtype) -> torch.Tensor:
-    """Copies a jax array into a new CPU tensor of `dtype`."""
+    """Copies a jax array into a new CPU tensor of `dtype`. An array spanning processes
+    (SPMD over several hosts) is read from a local replica, or gathered from every process
+    (each must read it too, as they do running the same script)."""
+    if not buffer.is_fully_addressable:
+        if buffer.is_fully_replicated:
+            buffer = buffer.addressable_shards[0].data
+        else:
+            from jax.experimental import multihost_utils
+            buffer = multihost_utils.process_allgather(buffer, tiled=True)
     array = np.array(buffer)  # a writable copy: torch.from_numpy must own it
     if dtype in _BITCAST:
         bits = _BITCAST[dtype]

@@ -15,6 +15,7 @@ import weakref
 
 import torch
 
+from .frames import run_without_dynamo
 from .ir import Value
 
 # Every XLATensor alive, in creation order (a stable order keeps graph keys stable): weak
@@ -69,6 +70,9 @@ class XLATensor(torch.Tensor):
         return f"XLATensor({list(self.shape)}, {self.dtype}, xla:{self._value.device})"
 
 
+run_without_dynamo(XLATensor.__torch_dispatch__)
+
+
 def wrap(value: Value) -> XLATensor:
     t = _make_wrapper(XLATensor, value.shape, dtype=value.dtype, device=_DEVICES[value.device])
     t._value = value
@@ -98,9 +102,14 @@ def unwrap(t: torch.Tensor) -> XLATensor:
 
 
 
-def live_values(device=None):
-    """The values of every live XLATensor (on `device`, if given), in creation order."""
+def live_tensors(device=None):
+    """Every live XLATensor (on `device`, if given), in creation order."""
     # list() copies in one step: iterating the dict itself races with other threads
     # (DataParallel) creating tensors.
     tensors = [t for t in (r() for r in list(_live.values())) if t is not None]
-    return [t._value for t in tensors if device is None or t._value.device == device]
+    return tensors if device is None else [t for t in tensors if t._value.device == device]
+
+
+def live_values(device=None):
+    """The values of every live XLATensor (on `device`, if given), in creation order."""
+    return [t._value for t in live_tensors(device)]

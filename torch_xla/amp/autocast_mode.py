@@ -17,6 +17,7 @@ eligibility rule); every other op falls through to the layers below.
 import torch
 
 from torch_xla._lazy.lowering import overloads
+from torch_xla._lazy.frames import run_without_dynamo
 
 aten = torch.ops.aten
 # Not a member of the Python enum (it has no name there), but parseable.
@@ -128,12 +129,16 @@ def install() -> None:
     fallback, lib = torch.library.Library("_", "IMPL"), torch.library.Library("aten", "IMPL")
     _libs.extend((fallback, lib))
     fallback.fallback(torch.library.fallthrough_kernel, "AutocastXLA")
+    kernels = []
     for names, policy in ((LOWER_PRECISION, _lower_precision), (FLOAT32, _float32),
                           (PROMOTE, _promote)):
         for name in names:
             for op in _overloads(name):
-                lib.impl(op, policy(op), "AutocastXLA")
+                kernels.append(policy(op))
+                lib.impl(op, kernels[-1], "AutocastXLA")
     for name in FLOAT32_DTYPE_ARG:
         for op in _overloads(name):
             if any(a.name == "dtype" for a in op._schema.arguments):
-                lib.impl(op, _float32_dtype_arg(op), "AutocastXLA")
+                kernels.append(_float32_dtype_arg(op))
+                lib.impl(op, kernels[-1], "AutocastXLA")
+    run_without_dynamo(*kernels)

@@ -36,26 +36,85 @@ def _reduce(opts, size):
     return op, 1.0
 
 
+# Groups made by torch.distributed.new_group, as rank tuples, in the order made (every rank
+# makes every group, members or not), each with the index of its family: consecutive groups
+# that are disjoint, which together may cover all ranks.
+_made = []
+
+
+def _record_group(ranks, world) -> None:
+    ranks = tuple(sorted(int(r) for r in ranks))
+    if _made:
+        last, family = _made[-1]
+        members = {r for g, f in _made if f == family for r in g}
+        if len(members) < world and not members & set(ranks):
+            _made.append((ranks, family))
+            return
+        _made.append((ranks, family + 1))
+    else:
+        _made.append((ranks, 0))
+
+
+def _partition(ranks, world):
+    """The groups of `ranks`' family if they cover every rank (a partition all replicas
+    can run one program over), else None."""
+    family = next((f for g, f in reversed(_made) if g == tuple(ranks)), None)
+    groups = [list(g) for g, f in _made if f == family]
+    covered = sorted(r for g in groups for r in g)
+    return groups if covered == list(range(world)) else None
+
+
 class ProcessGroupXla(dist.ProcessGroup):
-    """A process group of all replicas, over XLA's collectives (inside the compiled graph)."""
+    """A process group over XLA's collectives (inside the compiled graph): of all replicas,
+    or (from `torch.distributed.new_group(ranks)`) of some.
+
+    A collective is one program of every replica. A group smaller than the world therefore
+    runs its collectives over the partition made of it and the groups created with it
+    (`new_group([0, 1])`, `new_group([2, 3])`, or `new_subgroups`): each rank calls its own
+    group's collective at the same time, and each group reduces among its members only. A
+    group whose family covers not every rank raises at its first collective; a group of
+    one rank needs no other replica (its collectives are local).
+    """
 
     def __init__(self, rank, size):
         super().__init__(rank, size)
+        self._ranks = None  # global ordinals of the members, for a group made by new_group
 
     def getBackendName(self):
         return "xla"
 
+    def _local(self) -> bool:
+        return self._ranks is not None and len(self._ranks) == 1
+
+    def _groups(self):
+        """The replica groups of this group's collectives (None: all replicas)."""
+        world = xr.world_size()
+        if self._ranks is None or list(self._ranks) == list(range(world)):
+            return None
+        groups = _partition(self._ranks, world)
+        if groups is None:
+            raise NotImplementedError(
+                f"a collective on the process group of ranks {list(self._ranks)}: every collective "
+                f"is one XLA program of all {world} replicas, so the groups created together with "
+                f"this one must cover every rank (e.g. new_group([0, 1]) and new_group([2, 3]), or "
+                f"torch.distributed.new_subgroups), each rank calling its own group's collective")
+        return groups
+
     def allreduce(self, tensors, opts=c10d.AllreduceOptions()):
         op, scale = _reduce(opts, self.size())
-        xm.all_reduce(op, tensors, scale=scale)
+        if not self._local():
+            xm.all_reduce(op, tensors, scale=scale, groups=self._groups())
         return _done(tensors)
 
     def allreduce_coalesced(self, tensors, opts=c10d.AllreduceCoalescedOptions()):
         return self.allreduce(tensors, opts)
 
+    def _gather(self, t, dim=0):
+        return t if self._local() else xm.all_gather(t, dim=dim, groups=self._groups())
+
     def allgather(self, output_tensors, input_tensors, opts=c10d.AllgatherOptions()):
         for outputs, t in zip(output_tensors, input_tensors):
-            gathered = xm.all_gather(t.unsqueeze(0), dim=0)
+            gathered = self._gather(t.unsqueeze(0))
             with torch.no_grad():
                 for k, out in enumerate(outputs):
                     out.copy_(gathered[k])
@@ -63,31 +122,38 @@ class ProcessGroupXla(dist.ProcessGroup):
 
     def _allgather_base(self, output, input, opts=c10d.AllgatherOptions()):
         with torch.no_grad():
-            output.copy_(xm.all_gather(input, dim=0).view(output.shape))
+            output.copy_(self._gather(input).view(output.shape))
         return _done([output])
 
     def broadcast(self, tensors, opts=c10d.BroadcastOptions()):
+        if self._local():
+            return _done(tensors)
         # Every replica must run the same graph: the root's values, zeros elsewhere, summed.
         mine = torch.tensor(self.rank() == opts.rootRank)
         with torch.no_grad():
             sent = [torch.where(mine, t, torch.zeros((), dtype=t.dtype)) for t in tensors]
-            xm.all_reduce("sum", sent)
+            xm.all_reduce("sum", sent, groups=self._groups())
             for t, s in zip(tensors, sent):
                 t.copy_(s)
         return _done(tensors)
+
+    def _scatter(self, op, scale, input):
+        if self._local():
+            return input * scale if scale != 1.0 else input
+        return xm.reduce_scatter(op, input, scale, 0, self.size(), groups=self._groups())
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=c10d.ReduceScatterOptions()):
         op, scale = _reduce(opts, self.size())
         for out, inputs in zip(output_tensors, input_tensors):
             stacked = torch.cat([t.unsqueeze(0) for t in inputs])
             with torch.no_grad():
-                out.copy_(xm.reduce_scatter(op, stacked, scale, 0, self.size())[0])
+                out.copy_(self._scatter(op, scale, stacked)[0])
         return _done(output_tensors)
 
     def _reduce_scatter_base(self, output, input, opts=c10d.ReduceScatterOptions()):
         op, scale = _reduce(opts, self.size())
         with torch.no_grad():
-            output.copy_(xm.reduce_scatter(op, input, scale, 0, self.size()).view(output.shape))
+            output.copy_(self._scatter(op, scale, input).view(output.shape))
         return _done([output])
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes,
@@ -95,16 +161,33 @@ class ProcessGroupXla(dist.ProcessGroup):
         if output_split_sizes or input_split_sizes:
             raise NotImplementedError("the xla backend's all_to_all takes equal splits only")
         with torch.no_grad():
-            output.copy_(xm.all_to_all(input, 0, 0, self.size()))
+            output.copy_(input if self._local() else
+                         xm.all_to_all(input, 0, 0, self.size(), groups=self._groups()))
         return _done([output])
 
     def barrier(self, opts=c10d.BarrierOptions()):
-        xm.rendezvous("barrier")
+        if self._ranks is None:
+            xm.rendezvous("barrier")
+        elif not self._local():  # the members' collective: it returns when they all reached it
+            xm.all_reduce("sum", torch.zeros(1, device=xm.xla_device()), groups=self._groups()).cpu()
         return _done([])
 
 
 def _create(store, rank, size, timeout):
     return ProcessGroupXla(rank, size)
+
+
+_original_new_group = dist.new_group
+
+
+def new_group(ranks=None, *args, **kwargs):
+    """torch.distributed.new_group, telling an 'xla' group which replicas it holds."""
+    group = _original_new_group(ranks, *args, **kwargs)
+    if ranks is not None and dist.get_backend() == "xla":
+        _record_group(ranks, dist.get_world_size())
+        if isinstance(group, ProcessGroupXla):
+            group._ranks = tuple(sorted(int(r) for r in ranks))
+    return group
 
 
 def _rendezvous(url, timeout=None, **kwargs):
@@ -113,3 +196,5 @@ def _rendezvous(url, timeout=None, **kwargs):
 
 dist.Backend.register_backend("xla", _create, devices=["xla"])
 dist.register_rendezvous_handler("xla", _rendezvous)
+new_group.__wrapped__ = _original_new_group
+dist.new_group = dist.distributed_c10d.new_group = new_group

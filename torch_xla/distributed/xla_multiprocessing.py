@@ -4,7 +4,10 @@ Each process drives one device (its `xla:0`) and knows every device of the runti
 between them run inside the compiled programs (gloo carries them between CPU processes).
 
 The coordinator (process 0's coordination service) listens on a free loopback port unless
-`TORCH_XLA_COORDINATOR=host:port` is set. Several hosts join one runtime by running `spawn`
+`TORCH_XLA_COORDINATOR=host:port` is set (then there, or where `TORCH_XLA_COORDINATOR_BIND`
+says). When a process fails, the others are killed at once and `spawn` raises with the
+failed one's traceback or exit signal; a collective whose peer is gone ends with a timeout
+(XLA_COLLECTIVE_TIMEOUT seconds). Several hosts join one runtime by running `spawn`
 on each with the same `TORCH_XLA_COORDINATOR` (reachable from all of them), and with
 `TORCH_XLA_NUM_HOSTS` (how many) and `TORCH_XLA_HOST_INDEX` (this one's index) set.
 """
@@ -43,7 +46,7 @@ def _device_count() -> int:
 def _child(index, fn, args, layout, errors):
     """A spawned process: joins the runtime, runs fn(index, *args). On an error it reports
     the traceback and leaves at once (os._exit: jax's exit handler would wait for the others
-    at a shutdown barrier)."""
+    at a shutdown barrier). On success it leaves as a process ends (`_leave`)."""
     try:
         os.environ.update(layout)
         if runtime.device_type() == "CPU":
@@ -57,6 +60,23 @@ def _child(index, fn, args, layout, errors):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
+    _leave()
+
+
+def _leave():
+    """Ends a spawned process that succeeded: what a process does at its end (the user's
+    threads finish, multiprocessing's finalizers flush queues, atexit handlers run, jax's
+    among them), then os._exit, which skips tearing the interpreter's objects down: with
+    the runtime's collectives set up, that teardown alone takes several seconds."""
+    import atexit
+    import multiprocessing.util
+    import threading
+    threading._shutdown()
+    multiprocessing.util._exit_function()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn"):
@@ -70,6 +90,10 @@ def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn
     if count == 1 and hosts == 1:
         fn(0, *args)
         return None
+    import torch_xla.runtime as xr
+    if start_method == "fork" and xr.is_initialized():
+        raise RuntimeError("Runtime is already initialized: with start_method='fork' the processes "
+                           "would inherit it. Do not use the XLA device before calling xmp.spawn.")
     host = int(os.environ.get("TORCH_XLA_HOST_INDEX", "0"))
     coordinator = os.environ.get("TORCH_XLA_COORDINATOR") or f"127.0.0.1:{_free_port()}"
     ctx = multiprocessing.get_context(start_method)
@@ -122,9 +146,11 @@ def _join(procs, pipes):
 
 
 def _stop(procs):
+    """Kills the processes still running (SIGKILL: jax handles SIGTERM as a preemption
+    notice and keeps running)."""
     for p in procs:
         if p.is_alive():
-            p.terminate()
+            p.kill()
     for p in procs:
         p.join(5)
 

@@ -4,8 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests._lazy.lowering._helpers import outputs_and_grads
-from tests.conftest import check_lowered, fallbacks, to_xla
+from tests.conftest import assert_lowered, assert_same, check_lowered, to_xla
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
@@ -13,17 +12,9 @@ import torch_xla.debug.metrics as met
 TOL = dict(atol=1e-4, rtol=1e-4)
 
 
-def conv_and_grads(fn, **kw):
-    def run(x, w, b, g):
-        out = fn(x, w, b, **kw)
-        inputs = [t for t in (x, w, b) if t is not None and t.requires_grad]
-        return (out,) + torch.autograd.grad(out, inputs, g)
-    return run
-
-
 def check_conv(fn, x, w, b, **kw):
-    out = fn(x, w, b, **kw)
-    check_lowered(conv_and_grads(fn, **kw), x, w, b, torch.randn(out.shape), **TOL)
+    """fn(x, w, b, **kw) and its gradients, against the CPU."""
+    check_lowered(lambda x, w, b: fn(x, w, b, **kw), x, w, b, grads=True, **TOL)
 
 
 def randn(*shape, grad=True):
@@ -67,8 +58,8 @@ def test_unbatched_and_module():
     expected = conv(x)
     met.clear_counters()
     actual = conv.to(xm.xla_device())(x.to(xm.xla_device()))
-    torch.testing.assert_close(actual.cpu(), expected, **TOL)
-    assert not fallbacks(), sorted(fallbacks())
+    assert_same(actual, expected, **TOL)
+    assert_lowered()
 
 
 def test_bfloat16():
@@ -87,7 +78,12 @@ def test_half_convolution_adds_its_bias_before_rounding(dtype):
     w = (torch.rand(4, 3, 3, 3, generator=g) * 0.2 + 0.9).to(dtype)
     bias = -F.conv2d(x.float(), w.float()).mean((0, 2, 3)).to(dtype)
     wt = w.transpose(0, 1).contiguous()
-    run = outputs_and_grads(lambda x, w, b, wt: [F.conv2d(x, w, b), F.conv_transpose2d(x, wt, b)])
+
+    def run(x, w, b, wt):  # outputs and gradients, the cotangents the same in both dtypes
+        outs = [F.conv2d(x, w, b), F.conv_transpose2d(x, wt, b)]
+        cts = [torch.arange(o.numel(), device=o.device).reshape(o.shape).cos().to(o.dtype)
+               for o in outs]
+        return outs + list(torch.autograd.grad(outs, [x, w, b, wt], cts))
     args = [t.requires_grad_() for t in (x, w, bias, wt)]
     expected = [e.to(dtype) for e in run(*[a.detach().float().requires_grad_() for a in args])]
     actual = run(*to_xla(args))

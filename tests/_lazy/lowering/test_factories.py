@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import torch_xla.debug.metrics as met
-from tests._lazy.lowering._helpers import outputs_and_grads, seeded_randn
+from tests._lazy.lowering._helpers import seeded_randn
 from tests.conftest import check_lowered, fallbacks
 
 # Factories take the device from a tensor argument: an empty CPU tensor in the CPU run, its
@@ -191,4 +191,4 @@ def test_randperm_is_a_permutation(dev):
 
 
 def test_sgn_backward_of_real_tensors_uses_zero_tensors():
-    check_lowered(outputs_and_grads(lambda x: x.sgn()), seeded_randn(3, 4))
+    check_lowered(lambda x: x.sgn(), seeded_randn(3, 4), grads=True)

@@ -47,17 +47,6 @@ def test_forward(name):
     check_lowered(lambda x: tuple(fn(x, norm) for norm in NORMS), x, rtol=1e-5)
 
 
-def _with_grad(fn, norm):
-    """fn's output and the gradient of a real loss of it (for complex inputs, the conjugate
-    Wirtinger derivative PyTorch returns)."""
-    def run(x):
-        x = x.clone().requires_grad_()
-        y = fn(x, norm)
-        loss = (y.abs() ** 2 if y.is_complex() else y * y).sum()
-        return y, torch.autograd.grad(loss, x)[0]
-    return run
-
-
 # Left out: ihfft and ihfftn, whose backward (PyTorch's fft_r2c_backward) keeps a reference to
 # the conjugated gradient's sizes across an op after which functionalization replaces that
 # tensor's value; the freed sizes give a wrong slice end when memory is reused (typically
@@ -66,7 +55,7 @@ def _with_grad(fn, norm):
 def test_backward(name):
     fn, x = CASES[name]
     norm = NORMS[sorted(CASES).index(name) % 3]
-    check_lowered(_with_grad(fn, norm), x, rtol=1e-4, atol=1e-4)
+    check_lowered(lambda x: fn(x, norm), x.detach().requires_grad_(), grads=True, rtol=1e-4, atol=1e-4)
 
 
 def test_float64_and_int_inputs():

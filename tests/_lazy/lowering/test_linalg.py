@@ -1,10 +1,13 @@
+import inspect
 import math
 
 import pytest
 import torch
 
-from tests._lazy.lowering._helpers import outputs_and_grads, seeded_randn
-from tests.conftest import assert_same, check_lowered, to_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+from tests._lazy.lowering._helpers import seeded_randn
+from tests.conftest import assert_same, check, check_lowered, to_xla
 
 
 def _rand(*shape, seed=0, dtype=torch.float32):
@@ -181,10 +184,52 @@ def test_singular_inputs():
     (lambda a: torch.linalg.solve(a, a[0]), torch.ones(2, 3, 3), r"\(Batch element 0\)"),
 ])
 def test_failed_factorizations_raise_pytorchs_error(fn, a, message):
+    """PyTorch raises at the op; on XLA the check waits for the step's program."""
     with pytest.raises(torch.linalg.LinAlgError, match=message):
         fn(a)
     with pytest.raises(torch.linalg.LinAlgError, match=message):
         fn(to_xla(a))
+        xm.mark_step()
+
+
+def _executions():
+    data = met.metric_data("ExecuteTime")
+    return data[0] if data else 0
+
+
+def test_linalg_checks_in_a_training_step_add_no_execution():
+    """inv's and cholesky's info checks join the step's program: one execution per step."""
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(4, 4, device=xm.xla_device()))
+    opt = torch.optim.SGD([w], lr=0.01)
+    eye = 4 * torch.eye(4, device=xm.xla_device())
+    xm.mark_step()
+    per_step = []
+    for _ in range(3):
+        before = _executions()
+        opt.zero_grad()
+        a = w @ w.T + eye
+        loss = torch.linalg.inv(a).sum() + torch.linalg.cholesky(a).sum()
+        loss.backward()
+        xm.optimizer_step(opt, barrier=True)
+        per_step.append(_executions() - before)
+    assert per_step == [1, 1, 1]
+    expected = torch.linalg.inv(w.detach().cpu() @ w.detach().cpu().T + 4 * torch.eye(4))
+    assert_same(torch.linalg.inv(w @ w.T + eye), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_singular_matrix_raises_at_mark_step_naming_the_op_and_line():
+    x = torch.ones(3, device=xm.xla_device())
+    singular = torch.zeros(3, 3, device=xm.xla_device())
+    line = inspect.currentframe().f_lineno + 1
+    y = torch.linalg.inv(singular) @ x
+    with pytest.raises(torch.linalg.LinAlgError) as info:
+        xm.mark_step()
+    message = str(info.value)
+    assert message.startswith("linalg.inv: The diagonal element 1 is zero")
+    assert f"{__file__}:{line}" in message and "torch.linalg.inv(singular)" in message
+    assert y.shape == (3,) and x.cpu().tolist() == [1.0, 1.0, 1.0]  # the step's values exist
+    xm.mark_step()  # the check was made once
 
 
 GRADS = {
@@ -214,34 +259,22 @@ GRADS = {
 def test_gradients(name):
     """Gradients of every input (backward formulas may use other families' ops)."""
     fn, *args = GRADS[name]
-
-    def grads(*args):
-        args = [a.clone().requires_grad_() for a in args]
-        out = fn(*args)
-        (out * torch.linspace(0.5, 1.5, out.numel()).reshape(out.shape).to(out.device)).sum().backward()
-        return [a.grad for a in args]
-    assert_same(grads(*to_xla(args)), grads(*args), rtol=1e-4, atol=1e-4)
+    check(fn, *[a.detach().requires_grad_() for a in args], grads=True, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("left", [True, False])
-def test_solve_gradients_with_a_matrix_right_hand_side(dev, left):
+def test_solve_gradients_with_a_matrix_right_hand_side(left):
     """solve's backward reuses the LU the forward returns: it must be PyTorch's (of A)."""
     torch.manual_seed(0)
-    a, b = torch.randn(3, 4, 4), torch.randn(4, 4)
-    grads = []
-    for d in ("cpu", dev):
-        ad, bd = a.clone().to(d).requires_grad_(), b.clone().to(d).requires_grad_()
-        torch.linalg.solve(ad, bd, left=left).pow(2).sum().backward()
-        grads.append((ad.grad.cpu(), bd.grad.cpu()))
-    for g_xla, g_cpu in zip(grads[1], grads[0]):
-        torch.testing.assert_close(g_xla, g_cpu, rtol=1e-4, atol=1e-4)
+    a, b = torch.randn(3, 4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    check(lambda a, b: torch.linalg.solve(a, b, left=left), a, b, grads=True, rtol=1e-4, atol=1e-4)
 
 
 def test_cholesky_deprecated():
     a = seeded_randn(2, 4, 4, grad=False)
     spd = (a @ a.mT + 4 * torch.eye(4)).requires_grad_()
     with pytest.warns(UserWarning, match="deprecated"):
-        check_lowered(outputs_and_grads(lambda s: [torch.cholesky(s), torch.cholesky(s, upper=True)]), spd,
+        check_lowered(lambda s: [torch.cholesky(s), torch.cholesky(s, upper=True)], spd, grads=True,
                       rtol=1e-4, atol=1e-4)
 
 
@@ -270,8 +303,8 @@ def test_householder_product_and_ormqr():
         return [torch.linalg.householder_product(h, t), torch.linalg.householder_product(h, t[..., :2])] + [
             torch.ormqr(h, t, c, left=True, transpose=tr) for tr in (False, True)] + [
             torch.ormqr(h, t, d, left=False, transpose=tr) for tr in (False, True)]
-    check_lowered(outputs_and_grads(apply), reflectors, tau, seeded_randn(2, 5, 4, seed=1),
-                  seeded_randn(2, 3, 5, seed=2), rtol=1e-4, atol=1e-4)
+    check_lowered(apply, reflectors, tau, seeded_randn(2, 5, 4, seed=1),
+                  seeded_randn(2, 3, 5, seed=2), grads=True, rtol=1e-4, atol=1e-4)
 
 
 def test_eig():
@@ -279,7 +312,7 @@ def test_eig():
     def eig(a):
         values, vectors = torch.linalg.eig(a)
         return values, vectors, torch.linalg.eigvals(a), values.abs() + vectors.abs().sum(-2)
-    check_lowered(outputs_and_grads(lambda a: eig(a)[2:]), seeded_randn(2, 4, 4), rtol=1e-4, atol=1e-4)
+    check_lowered(lambda a: eig(a)[2:], seeded_randn(2, 4, 4), grads=True, rtol=1e-4, atol=1e-4)
     check_lowered(lambda a: eig(a)[:2], seeded_randn(3, 3, grad=False), rtol=1e-4, atol=1e-5)
 
 
@@ -290,17 +323,17 @@ def test_cdist_every_p_and_mode():
     def distances(a, b):
         return [torch.cdist(a, b, p=p, compute_mode=m) for p in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, math.inf)
                 for m in MODES]
-    check_lowered(outputs_and_grads(distances), seeded_randn(2, 4, 3), seeded_randn(5, 3, seed=1),
+    check_lowered(distances, seeded_randn(2, 4, 3), seeded_randn(5, 3, seed=1), grads=True,
                   rtol=1e-4, atol=1e-4)
 
 
 def test_cdist_zero_distances_have_zero_gradient():
     a = seeded_randn(3, 2)
     b = torch.cat([a.detach()[:2], torch.ones(1, 2)]).requires_grad_()
-    check_lowered(outputs_and_grads(lambda a, b: [torch.cdist(a, b, p=p, compute_mode=MODES[2])
-                                            for p in (0.5, 2.0, 3.0)]), a, b, rtol=1e-4, atol=1e-4)
+    check_lowered(lambda a, b: [torch.cdist(a, b, p=p, compute_mode=MODES[2]) for p in (0.5, 2.0, 3.0)],
+                  a, b, grads=True, rtol=1e-4, atol=1e-4)
 
 
 def test_cdist_large_uses_the_matrix_product():
-    check_lowered(outputs_and_grads(lambda a, b: torch.cdist(a, b)), seeded_randn(30, 3),
-                  seeded_randn(4, 3, seed=1), rtol=1e-4, atol=1e-4)
+    check_lowered(lambda a, b: torch.cdist(a, b), seeded_randn(30, 3),
+                  seeded_randn(4, 3, seed=1), grads=True, rtol=1e-4, atol=1e-4)

@@ -7,29 +7,14 @@ import torch
 import torch.nn.functional as F
 
 from tests._lazy.lowering._helpers import seeded_randn
-from tests.conftest import assert_same, check_lowered, fallbacks, to_xla
+from tests.conftest import assert_lowered, assert_same, check_lowered, to_xla
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
 
-def with_grads(fn, wrt):
-    """fn(*args) and the gradients of its output (weighted by the last argument) with respect
-    to the arguments at positions `wrt`."""
-    def run(*args):
-        *inputs, g = args
-        out = fn(*inputs)
-        return (out,) + torch.autograd.grad(out, [inputs[i] for i in wrt], g)
-    return run
-
-
 def randn(*shape, grad=True, dtype=torch.float32):
     return torch.randn(shape, dtype=dtype).requires_grad_(grad)
-
-
-def check_grads(fn, *args, wrt=(0,), **tol):
-    out = fn(*args)
-    check_lowered(with_grads(fn, wrt), *args, torch.randn(out.shape, dtype=out.dtype), **tol)
 
 
 # ---- softmax ------------------------------------------------------------------------------
@@ -37,7 +22,7 @@ def check_grads(fn, *args, wrt=(0,), **tol):
 @pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
 @pytest.mark.parametrize("shape,dim", [((2, 3, 4), 1), ((), 0)])
 def test_softmax(fn, shape, dim):
-    check_grads(lambda x: fn(x, dim), randn(*shape, dtype=torch.float64))
+    check_lowered(lambda x: fn(x, dim), randn(*shape, dtype=torch.float64), grads=True)
 
 
 def test_softmax_bfloat16_and_inf_rows():
@@ -52,7 +37,7 @@ def test_scaled_dot_product_attention():
     mask = torch.ones(4, 5, dtype=torch.bool).tril()
     mask[0] = False  # a fully masked row gives zeros (_safe_softmax), not nan
     sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.device))
-    check_grads(sdpa, q, k, v, wrt=(0, 1, 2), atol=1e-5, rtol=1e-5)
+    check_lowered(sdpa, q, k, v, grads=True, atol=1e-5, rtol=1e-5)
 
 
 # ---- normalization ------------------------------------------------------------------------
@@ -61,8 +46,8 @@ def test_scaled_dot_product_attention():
 def test_layer_norm(affine):
     x = randn(3, 4, 5)
     w, b = (randn(4, 5), randn(4, 5)) if affine else (None, None)
-    check_grads(lambda x, w, b: F.layer_norm(x, (4, 5), w, b, eps=1e-3), x, w, b,
-                wrt=(0, 1, 2) if affine else (0,), atol=1e-5, rtol=1e-4)
+    check_lowered(lambda x, w, b: F.layer_norm(x, (4, 5), w, b, eps=1e-3), x, w, b,
+                  grads=True, atol=1e-5, rtol=1e-4)
 
 
 def test_layer_norm_bfloat16():
@@ -91,7 +76,7 @@ def test_batch_norm_training_updates_running_stats(make, shape):
     dev_bn = copy.deepcopy(bn).to(xm.xla_device())
     met.clear_counters()
     actual = _train_steps(dev_bn, to_xla(x), to_xla(g))
-    assert not fallbacks(), sorted(fallbacks())
+    assert_lowered()
     assert_same(actual, _train_steps(bn, x, g), rtol=1e-5, atol=1e-5)
     if bn.track_running_stats:  # the unbiased variance went into running_var
         assert not torch.allclose(bn.running_var, torch.ones_like(bn.running_var))
@@ -99,9 +84,9 @@ def test_batch_norm_training_updates_running_stats(make, shape):
 
 def test_batch_norm_eval():
     x, rm, rv, w, b = randn(4, 3, 5), torch.randn(3), torch.rand(3) + 0.5, randn(3), randn(3)
-    check_grads(lambda x, w, b: F.batch_norm(x, rm.to(x.device), rv.to(x.device), w, b,
-                                             training=False, eps=1e-3),
-                x, w, b, wrt=(0, 1, 2), atol=1e-5, rtol=1e-5)
+    check_lowered(lambda x, w, b: F.batch_norm(x, rm.to(x.device), rv.to(x.device), w, b,
+                                               training=False, eps=1e-3),
+                  x, w, b, grads=True, atol=1e-5, rtol=1e-5)
 
 
 def test_batch_norm_half_input_float_stats():
@@ -169,19 +154,19 @@ def test_bfloat16_norm_layers_train_as_on_the_cpu():
 @pytest.mark.parametrize("groups", [1, 2])
 def test_group_norm(groups):
     x, w, b = randn(3, 4, 5), randn(4), randn(4)
-    check_grads(lambda x, w, b: F.group_norm(x, groups, w, b), x, w, b, wrt=(0, 1, 2),
-                atol=1e-5, rtol=1e-4)
+    check_lowered(lambda x, w, b: F.group_norm(x, groups, w, b), x, w, b, grads=True,
+                  atol=1e-5, rtol=1e-4)
 
 
 def test_instance_norm():
     x, w, b = randn(3, 4, 5, 2), randn(4), randn(4)
-    check_grads(lambda x, w, b: F.instance_norm(x, weight=w, bias=b), x, w, b, wrt=(0, 1, 2),
-                atol=1e-5, rtol=1e-4)
+    check_lowered(lambda x, w, b: F.instance_norm(x, weight=w, bias=b), x, w, b, grads=True,
+                  atol=1e-5, rtol=1e-4)
 
 
 def test_rms_norm():
     x, w = randn(3, 4, 6), randn(6)
-    check_grads(lambda x, w: F.rms_norm(x, (6,), w, eps=1e-5), x, w, wrt=(0, 1), atol=1e-5, rtol=1e-5)
+    check_lowered(lambda x, w: F.rms_norm(x, (6,), w, eps=1e-5), x, w, grads=True, atol=1e-5, rtol=1e-5)
 
 
 # ---- losses -------------------------------------------------------------------------------
@@ -192,18 +177,18 @@ def test_nll_loss(reduction, weighted):
     x, t = randn(6, 5), torch.tensor([0, 4, 2, 2, 1, 3])
     w = torch.rand(5) if weighted else None
     fn = lambda x, t, w: F.nll_loss(x, t, w, ignore_index=2, reduction=reduction)
-    check_grads(fn, x, t, w)
+    check_lowered(fn, x, t, w, grads=True)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_nll_loss2d(reduction):
     x, t, w = randn(2, 4, 3, 3), torch.randint(0, 4, (2, 3, 3)), torch.rand(4)
     t[0, 0, 0] = -100
-    check_grads(lambda x, t, w: F.nll_loss(x, t, w, reduction=reduction), x, t, w)
+    check_lowered(lambda x, t, w: F.nll_loss(x, t, w, reduction=reduction), x, t, w, grads=True)
 
 
 def test_nll_loss_unbatched_and_all_ignored():
-    check_grads(lambda x, t: F.nll_loss(x, t), randn(5), torch.tensor(3))
+    check_lowered(lambda x, t: F.nll_loss(x, t), randn(5), torch.tensor(3), grads=True)
     x, t = torch.randn(2, 3), torch.tensor([1, 1])
     check_lowered(lambda x, t: F.nll_loss(x, t, ignore_index=1), x, t)  # 0/0: nan, as on the CPU
 
@@ -211,13 +196,13 @@ def test_nll_loss_unbatched_and_all_ignored():
 @pytest.mark.parametrize("smoothing", [0.0, 0.2])
 def test_cross_entropy(smoothing):
     x, t = randn(4, 5), torch.tensor([0, 4, 2, 1])
-    check_grads(lambda x, t: F.cross_entropy(x, t, label_smoothing=smoothing), x, t,
-                atol=1e-5, rtol=1e-5)
+    check_lowered(lambda x, t: F.cross_entropy(x, t, label_smoothing=smoothing), x, t, grads=True,
+                  atol=1e-5, rtol=1e-5)
 
 
 def test_cross_entropy_probabilities():
     x, p = randn(4, 5), torch.softmax(torch.randn(4, 5), -1)
-    check_grads(lambda x, p: F.cross_entropy(x, p), x, p, atol=1e-5, rtol=1e-5)
+    check_lowered(lambda x, p: F.cross_entropy(x, p), x, p, grads=True, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("loss,reduction", [
@@ -228,15 +213,15 @@ def test_cross_entropy_probabilities():
 ])
 def test_regression_losses(loss, reduction):
     x, y = randn(3, 4), randn(3, 4)
-    check_grads(lambda x, y: loss(x, y, reduction=reduction), x, y, wrt=(0, 1))
+    check_lowered(lambda x, y: loss(x, y, reduction=reduction), x, y, grads=True)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_binary_cross_entropy(reduction):
     x, t, w = torch.rand(3, 4).requires_grad_(), torch.rand(3, 4), torch.rand(3, 4)
     x.data[0, 0] = 0.0  # log(0) is clamped to -100
-    check_grads(lambda x, t, w: F.binary_cross_entropy(x, t, w, reduction=reduction), x, t, w,
-                atol=1e-5, rtol=1e-5)
+    check_lowered(lambda x, t, w: F.binary_cross_entropy(x, t, w, reduction=reduction), x, t, w, grads=True,
+                  atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -244,7 +229,7 @@ def test_binary_cross_entropy_with_logits(reduction):
     x, t, w, pw = randn(3, 4) * 30, torch.rand(3, 4), torch.rand(3, 4), torch.rand(4)
     fn = lambda x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, w, pos_weight=pw,
                                                                  reduction=reduction)
-    check_grads(fn, x, t, w, pw, atol=1e-5, rtol=1e-5)
+    check_lowered(fn, x, t, w, pw, grads=True, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("log_target", [False, True])
@@ -252,7 +237,7 @@ def test_kl_div(log_target):
     x = torch.log_softmax(torch.randn(3, 4), -1).requires_grad_()
     t = torch.log_softmax(torch.randn(3, 4), -1)
     t = t if log_target else t.exp()
-    check_grads(lambda x, t: F.kl_div(x, t, reduction="batchmean", log_target=log_target), x, t)
+    check_lowered(lambda x, t: F.kl_div(x, t, reduction="batchmean", log_target=log_target), x, t, grads=True)
 
 
 # ---- embeddings ---------------------------------------------------------------------------
@@ -261,7 +246,7 @@ def test_kl_div(log_target):
 def test_embedding(padding_idx, scale):
     w, idx = randn(5, 3), torch.tensor([[0, 2, 2], [1, 4, 2]])
     fn = lambda idx, w: F.embedding(idx, w, padding_idx=padding_idx, scale_grad_by_freq=scale)
-    check_grads(fn, idx, w, wrt=(1,))
+    check_lowered(fn, idx, w, grads=True)
 
 
 # ---- padding and pixel shuffle ------------------------------------------------------------
@@ -270,12 +255,12 @@ def test_embedding(padding_idx, scale):
     ("reflect", (2, 5), (2, 3)), ("replicate", (2, 3, 4, 5), (0, 1, 3, 2)),
     ("reflect", (1, 2, 3, 4, 5), (2, 1, 1, 0, 2, 2)), ("replicate", (1, 2, 3, 4, 5), (1, 1, 0, 2, 2, 1))])
 def test_pad(mode, shape, pad):
-    check_grads(lambda x: F.pad(x, pad, mode=mode), randn(*shape))
+    check_lowered(lambda x: F.pad(x, pad, mode=mode), randn(*shape), grads=True)
 
 
 def test_pixel_shuffle():
-    check_grads(lambda x: F.pixel_shuffle(x, 2), randn(2, 8, 3, 4))
-    check_grads(lambda x: F.pixel_unshuffle(x, 2), randn(3, 2, 4, 6))
+    check_lowered(lambda x: F.pixel_shuffle(x, 2), randn(2, 8, 3, 4), grads=True)
+    check_lowered(lambda x: F.pixel_unshuffle(x, 2), randn(3, 2, 4, 6), grads=True)
 
 
 @pytest.mark.parametrize("mode,last,padding_idx", [("sum", False, None), ("mean", True, 2),
@@ -285,7 +270,7 @@ def test_embedding_bag(mode, last, padding_idx):
     offsets = torch.tensor([0, 2, 2, 5] + ([7] if last else []))  # bag 1 is empty
     fn = lambda idx, offsets, w: F.embedding_bag(idx, w, offsets.to(idx.device), mode=mode,
                                                  include_last_offset=last, padding_idx=padding_idx)
-    check_grads(fn, idx, offsets, w, wrt=(2,))
+    check_lowered(fn, idx, offsets, w, grads=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -308,12 +293,12 @@ def test_embedding_bag_per_sample_weights_and_2d_input():
     w, idx, psw = randn(6, 3), torch.tensor([0, 2, 2, 1, 5, 3]), randn(6)
     fn = lambda idx, w, psw: F.embedding_bag(idx, w, torch.tensor([0, 3], device=idx.device),
                                              per_sample_weights=psw, mode="sum")
-    check_grads(fn, idx, w, psw, wrt=(1, 2))
+    check_lowered(fn, idx, w, psw, grads=True)
     # the repeated index is the largest: PyTorch's CPU kernel scales the index that follows a
     # repeated one (in sorted order) by the wrong count (embedding_bag([1, 1, 3]) gives row 3
     # half its gradient); the device follows the documented rule
-    check_grads(lambda idx, w: F.embedding_bag(idx, w, mode="mean", scale_grad_by_freq=True),
-                torch.tensor([[0, 1, 4], [3, 4, 4]]), w, wrt=(1,))
+    check_lowered(lambda idx, w: F.embedding_bag(idx, w, mode="mean", scale_grad_by_freq=True),
+                  torch.tensor([[0, 1, 4], [3, 4, 4]]), w, grads=True)
     # without gradients: _embedding_bag_forward_only
     check_lowered(lambda idx, w: F.embedding_bag(idx, w, mode="max"), idx.reshape(2, 3), w.detach())
 
@@ -342,3 +327,31 @@ def test_ctc_loss_reductions():
                                 for r in ("mean", "sum", "none")],
                   seeded_randn(8, 2, 5, grad=False).log_softmax(2), torch.tensor([[1, 4, 4], [2, 3, 0]]),
                   rtol=1e-5)
+
+
+# ---- CPU flash attention ----------------------------------------------------------------
+
+@pytest.mark.parametrize("causal,mask", [(False, None), (True, None), (False, "float")])
+def test_cpu_flash_attention_forward_and_backward(causal, mask):
+    """Its logsumexp output and its backward op are PyTorch's, not the export decomposition's."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 4, 5, requires_grad=True) for _ in range(3))
+    masks = {None: None, "float": torch.randn(4, 4)}
+
+    def attention(q, k, v):
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, is_causal=causal, attn_mask=None if mask is None else masks[mask].to(q.device))
+        out.pow(2).sum().backward()
+        return out, lse, q.grad, k.grad, v.grad
+    check_lowered(attention, q, k, v, rtol=1e-4, atol=1e-5)
+
+
+def test_cpu_flash_attention_refuses_a_bool_mask_as_pytorch_does(dev):
+    q = torch.randn(1, 1, 2, 3)
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, attn_mask=mask)
+    with pytest.raises(RuntimeError) as xla:
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q.to(dev), q.to(dev), q.to(dev), attn_mask=mask.to(dev))
+    assert str(xla.value) == str(cpu.value)

@@ -4,8 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests._lazy.lowering._helpers import check_input_grad, outputs_and_grads, seeded_randn
+from tests._lazy.lowering._helpers import seeded_randn
 from tests.conftest import check_lowered
+
+TOL = dict(atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("fn,shape", [
@@ -17,15 +19,15 @@ from tests.conftest import check_lowered
     (lambda x: F.max_pool3d(x, 2, 2, 1, ceil_mode=True, return_indices=True), (1, 2, 5, 6, 5)),
 ])
 def test_max_pool(fn, shape):
-    check_input_grad(fn, *shape)
+    check_lowered(fn, torch.randn(shape, requires_grad=True), grads=True, **TOL)
 
 
 def test_max_pool_ties_nan_and_ints():
     """Ties pick the first position, a nan wins, -inf windows point at their first element."""
     x = torch.tensor([[[[1.0, 1.0, 0.0], [1.0, float("nan"), 2.0], [-float("inf")] * 3]]])
-    check_input_grad(lambda x: F.max_pool2d(x, 2, 1, return_indices=True), x=x)
-    check_input_grad(lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True, return_indices=True),
-               x=torch.full((1, 1, 3, 3), -float("inf")))
+    check_lowered(lambda x: F.max_pool2d(x, 2, 1, return_indices=True), x.requires_grad_(), grads=True, **TOL)
+    check_lowered(lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True, return_indices=True),
+                  torch.full((1, 1, 3, 3), -float("inf"), requires_grad=True), grads=True, **TOL)
     ints = torch.randint(-5, 5, (1, 2, 5, 5))
     check_lowered(lambda x: F.max_pool2d(x, 2, 2, 1, return_indices=True), ints)
 
@@ -38,7 +40,7 @@ def test_max_pool_ties_nan_and_ints():
     (lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), (1, 2, 5, 6, 7)),
 ])
 def test_avg_pool(fn, shape):
-    check_input_grad(fn, *shape)
+    check_lowered(fn, torch.randn(shape, requires_grad=True), grads=True, **TOL)
 
 
 @pytest.mark.parametrize("fn,shape", [
@@ -51,7 +53,7 @@ def test_avg_pool(fn, shape):
     (lambda x: F.adaptive_max_pool3d(x, (2, 3, 3), return_indices=True), (1, 2, 5, 6, 7)),
 ])
 def test_adaptive_pool(fn, shape):
-    check_input_grad(fn, *shape)
+    check_lowered(fn, torch.randn(shape, requires_grad=True), grads=True, **TOL)
 
 
 def test_fractional_max_pool2d():
@@ -61,7 +63,7 @@ def test_fractional_max_pool2d():
         return [*F.fractional_max_pool2d(x, (3, 2), output_size=(5, 7), return_indices=True, _random_samples=s),
                 *F.fractional_max_pool2d(x, 2, output_size=1, return_indices=True, _random_samples=s),
                 F.fractional_max_pool2d(x[0], 2, output_size=3, _random_samples=s[:1])]
-    check_lowered(outputs_and_grads(pool), seeded_randn(2, 3, 9, 8), samples)
+    check_lowered(pool, seeded_randn(2, 3, 9, 8), samples, grads=True)
 
 
 def test_fractional_max_pool3d_forward():

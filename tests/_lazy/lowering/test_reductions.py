@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from tests._lazy.lowering._helpers import outputs_and_grads, seeded_randn
-from tests.conftest import assert_same, check_lowered, to_xla
+from tests._lazy.lowering._helpers import seeded_randn
+from tests.conftest import check, check_lowered
 
 nan, inf = math.nan, math.inf
 
@@ -188,13 +188,7 @@ GRADS = {
 @pytest.mark.parametrize("name", GRADS)
 def test_gradients(name):
     """Gradients (the backward formulas also use ops of other families, which may fall back)."""
-    x = _x(3, 4, 5)
-
-    def grad(x):
-        x = x.clone().requires_grad_()
-        GRADS[name](x).sum().backward()
-        return x.grad
-    assert_same(grad(to_xla(x)), grad(x), rtol=1e-5)
+    check(GRADS[name], _x(3, 4, 5).requires_grad_(), grads=True, rtol=1e-5)
 
 
 LENGTHS = torch.tensor([[2, 0, 3, 0], [0, 1, 2, 2], [3, 0, 2, 0], [1, 1, 1, 2], [0, 1, 2, 2]])
@@ -208,8 +202,8 @@ def test_segment_reduce(reduce):
                 torch.segment_reduce(x, reduce, lengths=short, initial=2.0, unsafe=True),
                 torch.segment_reduce(y, reduce, lengths=lengths, axis=1),
                 torch.segment_reduce(y, reduce, offsets=offsets, axis=1, initial=-1.5)]
-    check_lowered(outputs_and_grads(segments), seeded_randn(5, 3), seeded_randn(5, 5, seed=1),
-                  torch.tensor([1, 2, 0, 1]), LENGTHS, OFFSETS, rtol=1e-5)
+    check_lowered(segments, seeded_randn(5, 3), seeded_randn(5, 5, seed=1),
+                  torch.tensor([1, 2, 0, 1]), LENGTHS, OFFSETS, grads=True, rtol=1e-5)
 
 
 def test_segment_reduce_ties_and_zeros():
@@ -217,9 +211,8 @@ def test_segment_reduce_ties_and_zeros():
     kernel); a product's gradient at a zero is the product of the others."""
     x = torch.tensor([2., 0., 0., 3., 0., 4., 1., 1., 5., 5.], requires_grad=True)
     lengths = torch.tensor([3, 2, 1, 2, 2])
-    check_lowered(outputs_and_grads(lambda x, n: [torch.segment_reduce(x, r, lengths=n)
-                                                  for r in ("prod", "max", "min")]
-                                    + [torch.segment_reduce(x, "prod", lengths=n, initial=3.0)]), x, lengths)
+    check_lowered(lambda x, n: [torch.segment_reduce(x, r, lengths=n) for r in ("prod", "max", "min")]
+                  + [torch.segment_reduce(x, "prod", lengths=n, initial=3.0)], x, lengths, grads=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])

@@ -4,8 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests._lazy.lowering._helpers import check_input_grad, outputs_and_grads, seeded_randn
+from tests._lazy.lowering._helpers import seeded_randn
 from tests.conftest import check_lowered
+
+TOL = dict(atol=1e-5, rtol=1e-5)
 
 
 # ---- upsampling ---------------------------------------------------------------------------
@@ -15,7 +17,8 @@ from tests.conftest import check_lowered
                                         ("bicubic", True), ("bicubic", False)])
 @pytest.mark.parametrize("size", [dict(size=(7, 13)), dict(scale_factor=(1.7, 0.6))])
 def test_upsample_2d(mode, align, size):
-    check_input_grad(lambda x: F.interpolate(x, mode=mode, align_corners=align, **size), 2, 3, 5, 6)
+    check_lowered(lambda x: F.interpolate(x, mode=mode, align_corners=align, **size),
+                  torch.randn(2, 3, 5, 6, requires_grad=True), grads=True, **TOL)
 
 
 @pytest.mark.parametrize("fn,shape", [
@@ -25,7 +28,7 @@ def test_upsample_2d(mode, align, size):
     (lambda x: F.interpolate(x, size=(4, 5, 2), mode="nearest"), (1, 2, 5, 4, 3)),
 ])
 def test_upsample_1d_3d(fn, shape):
-    check_input_grad(fn, *shape)
+    check_lowered(fn, torch.randn(shape, requires_grad=True), grads=True, **TOL)
 
 
 def test_upsample_nearest_uint8():
@@ -56,7 +59,7 @@ def test_upsample_bilinear_antialiased():
         return [F.interpolate(x, size=s, mode="bilinear", antialias=True, align_corners=ac)
                 for s, ac in (((3, 4), False), ((3, 4), True), ((10, 5), False), ((1, 2), True))] + [
             F.interpolate(x, scale_factor=(0.4, 1.7), mode="bilinear", antialias=True)]
-    check_lowered(outputs_and_grads(resize), seeded_randn(2, 3, 7, 9), rtol=1e-4)
+    check_lowered(resize, seeded_randn(2, 3, 7, 9), grads=True, rtol=1e-4)
 
 
 # ---- grid sampling ------------------------------------------------------------------------
@@ -71,7 +74,7 @@ def test_grid_sample_2d(mode):
 
     def sample(x, grid):
         return [F.grid_sample(x, grid, mode=mode, padding_mode=p, align_corners=ac) for p, ac in PADDINGS]
-    check_lowered(outputs_and_grads(sample), x, grid, rtol=1e-4, atol=1e-4)
+    check_lowered(sample, x, grid, grads=True, rtol=1e-4, atol=1e-4)
 
 
 def test_grid_sample_3d():
@@ -81,11 +84,11 @@ def test_grid_sample_3d():
     def sample(x, grid):
         return [F.grid_sample(x, grid, mode="bilinear", padding_mode=p, align_corners=ac) for p, ac in PADDINGS] + [
             F.grid_sample(x, grid, mode="nearest", padding_mode="reflection", align_corners=False)]
-    check_lowered(outputs_and_grads(sample), x, grid, rtol=1e-4, atol=1e-4)
+    check_lowered(sample, x, grid, grads=True, rtol=1e-4, atol=1e-4)
 
 
 def test_grid_sample_grad_of_grid_only():
     """The input needs no gradient: the backward leaves its gradient out."""
     grid = (torch.rand(1, 3, 3, 2) * 2 - 1).requires_grad_()
-    check_lowered(outputs_and_grads(lambda x, g: F.grid_sample(x, g, align_corners=False)),
-                  seeded_randn(1, 2, 4, 4, grad=False), grid, rtol=1e-4, atol=1e-5)
+    check_lowered(lambda x, g: F.grid_sample(x, g, align_corners=False),
+                  seeded_randn(1, 2, 4, 4, grad=False), grid, grads=True, rtol=1e-4, atol=1e-5)

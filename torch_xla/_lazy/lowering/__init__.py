@@ -16,6 +16,7 @@ import jax
 import torch
 
 from .. import runtime
+from ..caches import GenerationCache
 from ..ir import fill_template
 from ._types import is_weak
 
@@ -70,6 +71,29 @@ def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False):
     return register
 
 
+_ON_DEMAND = {}  # schema name -> (fn, options) of ops PyTorch defines only when first used
+
+
+def lower_on_demand(name, **options):
+    """Registers the decorated function as the lowering of op `name` (a schema name, such
+    as 'prims::fma') once that op exists: PyTorch defines some (inductor's prims, that
+    dynamo's decompositions emit) only when torch.compile first runs."""
+    def register(fn):
+        _ON_DEMAND[name] = (fn, options)
+        return fn
+    return register
+
+
+def lookup(op):
+    """The lowering of `op`, or None (an on-demand lowering is registered at its first use)."""
+    hit = REGISTRY.get(op)
+    if hit is None and isinstance(op, torch._ops.OpOverload) and op._schema.name in _ON_DEMAND:
+        fn, options = _ON_DEMAND[op._schema.name]
+        lower(op, **options)(fn)
+        hit = REGISTRY[op]
+    return hit
+
+
 _FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn",
              "conv", "pooling", "resampling", "indexing", "sorting", "random", "foreach",
              "training_ops", "fft", "special")
@@ -78,6 +102,34 @@ _FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "
 def load_all() -> None:
     for family in _FAMILIES:
         importlib.import_module(f"{__name__}.{family}")
+
+
+def _is_scalar_type(t) -> bool:
+    if isinstance(t, torch.OptionalType):
+        t = t.getElementType()
+    if isinstance(t, torch.ListType):
+        t = t.getElementType()
+    return isinstance(t, (torch.NumberType, torch.TensorType))
+
+
+# id(op) -> (positional flags, kwarg names) of Scalar-typed arguments
+_scalar_args = GenerationCache("ScalarArguments", "XLA_DISPATCH_CACHE_SIZE", 4096)
+_recent_scalar_args = _scalar_args.recent.get
+
+
+def scalar_arguments(func):
+    """Which arguments of `func` a lowering receives as values: Scalar-typed ones, and
+    Tensor-typed ones (where a Python number arrives as a wrapped number, as in `x * 0.5`).
+    Their Python numbers reach the lowering as weakly typed 0-d jax values (the lazy path
+    makes them program parameters). (positional flags, keyword names)."""
+    info = _recent_scalar_args(id(func)) or _scalar_args.get(id(func))
+    if info is None:
+        args = func._schema.arguments
+        flags = tuple(_is_scalar_type(a.type) for a in args)
+        names = frozenset(a.name for a, f in zip(args, flags) if f)
+        info = (flags, names)
+        _scalar_args.put(id(func), info)
+    return info
 
 
 def call_lowering(op, template, inputs, scalars, avals):

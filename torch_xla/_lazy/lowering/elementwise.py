@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from . import REGISTRY, aten, lower
+from . import REGISTRY, aten, lower, lower_on_demand
 from ._types import cast, float_of, float_opmath, opmath, promote, result_type
 
 prims = torch.ops.prims
@@ -436,3 +436,10 @@ def prim_div(x, y):
 @lower(prims.shift_right_arithmetic.default)
 def prim_shift_right_arithmetic(x, y):
     return jax.lax.shift_right_arithmetic(*jnp.broadcast_arrays(*promote(x, y)))
+
+
+@lower_on_demand("prims::fma")
+def prim_fma(a, b, c):
+    """a * b + c: dynamo's decomposition of addcmul_ (AdamW's step) under torch.compile."""
+    a, b, c = promote(a, b, c)
+    return a * b + c

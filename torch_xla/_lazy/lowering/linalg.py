@@ -19,6 +19,7 @@ import jax.scipy.linalg as jsl
 import torch
 from jax import lax
 
+from .. import torch_compat
 from . import aten, lower
 from ._types import cast, opmath
 
@@ -189,22 +190,28 @@ def lu_solve(lu_, pivots, b, left=True, adjoint=False):
     return _lu_solve(lu_, _perm(pivots, lu_.shape[-1]), b, left, adjoint)
 
 
+def _solve_factor(a):
+    """(the LU PyTorch's solvers return, whether it is of Aᵀ): of A itself, or of Aᵀ for a
+    real A where this torch factors that (its backward then solves with the adjoint)."""
+    transposed = torch_compat.solve_factors_transpose() and not jnp.iscomplexobj(a)
+    return _lu(_mT(a) if transposed else a), transposed
+
+
 @lower(aten._linalg_solve_ex.default)
 def solve_ex(a, b, left=True, check_errors=False):
     vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
     if vector:
         b = b[..., None]
-    # PyTorch 2.13 returns the LU of A itself here (its backward solves with its adjoint).
-    lu_, pivots, perm = _lu(a)
-    x = _lu_solve(lu_, perm, b, left, adjoint=False)
+    (lu_, pivots, perm), transposed = _solve_factor(a)
+    x = _lu_solve(lu_, perm, b, left, adjoint=transposed)
     return (x[..., 0] if vector else x), lu_, pivots, _zero_pivot_info(lu_)
 
 
 @lower(aten.linalg_inv_ex.default)
 def inv_ex(a, check_errors=False):
-    lu_, _, perm = _lu(a)
+    (lu_, _, perm), transposed = _solve_factor(a)
     eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
-    return _lu_solve_left(lu_, perm, eye, adjoint=False), _zero_pivot_info(lu_)
+    return _lu_solve_left(lu_, perm, eye, adjoint=transposed), _zero_pivot_info(lu_)
 
 
 def _det_parts(a):
@@ -264,7 +271,7 @@ def _first_bad_minor(a):
     return lax.fori_loop(0, n, step, init)[1]
 
 
-@lower(aten.cholesky.default)
+@lower(*torch_compat.aten_overloads("cholesky.default"))
 def cholesky(a, upper=False):
     """The deprecated torch.cholesky. A matrix that is not positive-definite gives nans
     (PyTorch raises; a lowering cannot)."""

@@ -550,3 +550,41 @@ def pixel_unshuffle(x, r):
     y = x.reshape(*lead, c, h // r, r, w // r, r)
     y = jnp.transpose(y, tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3))
     return y.reshape(*lead, c * r * r, h // r, w // r)
+
+
+# ---- attention -------------------------------------------------------------------------------
+
+def _flash_attention_cpu(q, k, v, is_causal, attn_mask, scale):
+    """(output, logsumexp of the scores per query) of PyTorch's CPU flash attention, computed
+    in the op-math dtype; rows whose every score is masked give 0 (as PyTorch's kernel does)."""
+    dt = float_opmath(q.dtype)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = jnp.einsum("...le,...se->...ls", q.astype(dt), k.astype(dt)) * dt.type(scale)
+    if is_causal:
+        scores = jnp.where(jnp.tri(*scores.shape[-2:], dtype=bool), scores, -jnp.inf)
+    if attn_mask is not None:  # float only (PyTorch's CPU kernel refuses others, at the op)
+        scores = scores + attn_mask.astype(dt)
+    lse = jax.scipy.special.logsumexp(scores, axis=-1)
+    weights = jnp.where(jnp.isneginf(lse)[..., None], 0, jnp.exp(scores - lse[..., None]))
+    return jnp.einsum("...ls,...se->...le", weights, v.astype(dt)).astype(q.dtype), lse
+
+
+def _no_dropout(dropout_p):
+    if dropout_p:
+        raise NotImplementedError("_scaled_dot_product_flash_attention_for_cpu with dropout is "
+                                  "not lowered on XLA; use scaled_dot_product_attention")
+
+
+@lower(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def flash_attention_cpu(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
+    _no_dropout(dropout_p)
+    return _flash_attention_cpu(q, k, v, is_causal, attn_mask, scale)
+
+
+@lower(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
+def flash_attention_cpu_backward(grad, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None,
+                                 scale=None):
+    _no_dropout(dropout_p)
+    _, pullback = jax.vjp(
+        lambda a, b, c: _flash_attention_cpu(a, b, c, is_causal, attn_mask, scale)[0], q, k, v)
+    return pullback(grad.astype(out.dtype))

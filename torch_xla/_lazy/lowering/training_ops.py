@@ -3,13 +3,15 @@
 `_trilinear` is nn.Bilinear's product (PyTorch has no decomposition for it; its backward is
 `_trilinear` again, with other dimensions expanded and summed). `rrelu_with_noise` is
 nn.RReLU (functionalization hands us its functional form; its backward decomposes).
+`OPTIMIZATION_BARRIER` is no ATen op: `xm.optimization_barrier_` records it (gradient
+checkpointing keeps XLA from merging the recomputation with the forward through it).
 """
 import string
 
 import jax
 import jax.numpy as jnp
 
-from . import aten, lower
+from . import Lowering, aten, lower
 from ._types import opmath
 from .linalg import matmul_precision
 
@@ -51,3 +53,11 @@ def rrelu_with_noise(x, noise, lower=0.125, upper=1 / 3, training=False, generat
     slopes = jax.random.uniform(key, x.shape, x.dtype) * (upper - lower) + lower
     negative = x <= 0
     return jnp.where(negative, x * slopes, x), jnp.where(negative, slopes, jnp.ones((), x.dtype))
+
+
+def _optimization_barrier(*xs):
+    return jax.lax.optimization_barrier(tuple(xs))
+
+
+OPTIMIZATION_BARRIER = Lowering("xla::optimization_barrier", _optimization_barrier,
+                                static_scalars=True, rng=False, dynamic_shape=False)

@@ -1,0 +1,240 @@
+"""torch.compile(backend='openxla' / 'openxla_eval') on XLA tensors: each captured graph is one
+XLA program, compiled once per guard set, with results equal to the lazy path's and the CPU's."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_xla.debug.metrics as met
+from tests.training._models import (CNN, MLP, TransformerLM, classification_batches, lm_batches,
+                                    loss_of, train)
+from torch_xla._lazy.tensor import XLATensor, unwrap
+
+STEPS = 4
+MODELS = {
+    "mlp": (MLP, lambda: classification_batches((8, 16))),
+    "cnn": (CNN, lambda: classification_batches((4, 3, 8, 8))),
+    "transformer_lm": (TransformerLM, lm_batches),
+}
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def count(name):
+    return met.counter_value(name) or 0
+
+
+def sgd(params):
+    return torch.optim.SGD(params, lr=0.05, momentum=0.9)
+
+
+def compiled_train(model, dev, batches, steps, make_opt=sgd):
+    """The whole step under torch.compile: forward and backward (AOTAutograd, one program
+    each), and the optimizer step (a graph of its own, after backward's graph break)."""
+    model = model.to(dev)
+    opt = make_opt(model.parameters())
+
+    @torch.compile(backend="openxla")
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_of(model, x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    losses, compiles = [], []
+    for i in range(steps):
+        x, y = (t.to(dev) for t in batches[i % len(batches)])
+        losses.append(step(x, y).item())
+        compiles.append((count("DynamoCompile"), count("UncachedCompile")))
+    return losses, compiles, model
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_trains_like_the_lazy_path_and_the_cpu(dev, name):
+    make_model, make_batches = MODELS[name]
+    torch.manual_seed(0)
+    model, batches = make_model(), make_batches()
+    cpu_losses, _, cpu_model = train(copy.deepcopy(model), "cpu", sgd, batches, STEPS)
+    lazy_losses, _, _ = train(copy.deepcopy(model), dev, sgd, batches, STEPS)
+    met.clear_counters()
+    losses, compiles, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS)
+
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(lazy_losses), rtol=1e-5, atol=0)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0)
+    # forward, backward, the first optimizer step (it creates the momentum buffers) and the
+    # later one: then nothing compiles, neither graphs nor lazy programs
+    assert compiles[1][0] == 4, compiles
+    assert compiles[1] == compiles[-1], compiles
+    for (key, expected), actual in zip(cpu_model.state_dict().items(), xla_model.state_dict().values()):
+        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_adamw_step_is_one_program(dev):
+    """AdamW under torch.compile: dynamo decomposes addcmul_ into inductor's prims.fma (a
+    lowering registered when the op first appears) and counts steps in CPU tensors (written
+    back from the device)."""
+    adamw = lambda params: torch.optim.AdamW(params, lr=0.01)  # noqa: E731
+    torch.manual_seed(0)
+    model, batches = MLP(), classification_batches((8, 16))
+    cpu_losses, _, cpu_model = train(copy.deepcopy(model), "cpu", adamw, batches, STEPS)
+    met.clear_counters()
+    losses, compiles, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS, adamw)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0)
+    assert count("DynamoLazyGraph") == 0
+    assert compiles[1] == compiles[-1], compiles
+    # Adam divides by the gradients' running scale: rounding noise in tiny gradients moves
+    # weights by up to ~1e-5 (the lazy path's too)
+    for (key, expected), actual in zip(cpu_model.state_dict().items(), xla_model.state_dict().values()):
+        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-3, atol=1e-4, msg=key)
+
+
+@pytest.mark.parametrize("backend", ["openxla", "openxla_eval"])
+@pytest.mark.parametrize("name", MODELS)
+def test_inference(dev, name, backend):
+    make_model, make_batches = MODELS[name]
+    torch.manual_seed(0)
+    model = make_model().eval()
+    compiled = torch.compile(copy.deepcopy(model).to(dev), backend=backend)
+    met.clear_counters()
+    with torch.no_grad():
+        for x, _ in make_batches()[:3]:
+            torch.testing.assert_close(compiled(x.to(dev)).cpu(), model(x), rtol=1e-5, atol=1e-5)
+    assert count("DynamoCompile") == 1
+    assert count("DynamoExecute") == 3
+
+
+def test_one_compilation_per_guard_set(dev):
+    def f(x, y):
+        return torch.tanh(x @ y) * 2 + y.sum()
+
+    compiled = torch.compile(f, backend="openxla", dynamic=False)
+    a, b = torch.randn(4, 4), torch.randn(4, 8)
+    met.clear_counters()
+    for _ in range(3):
+        torch.testing.assert_close(compiled(a.to(dev), a.to(dev)).cpu(), f(a, a))
+    assert count("DynamoCompile") == 1
+    assert count("UncachedCompile") == 1
+    torch.testing.assert_close(compiled(a.to(dev), b.to(dev)).cpu(), f(a, b))  # new shapes
+    assert count("DynamoCompile") == 2
+    for _ in range(3):  # both guard sets cached
+        compiled(a.to(dev), a.to(dev))
+        compiled(a.to(dev), b.to(dev))
+    assert count("DynamoCompile") == 2
+    assert count("DynamoExecute") == 10
+
+
+def test_dynamic_sizes_compile_once_per_size(dev):
+    """The second size makes dynamo trace a graph with symbolic sizes: it is compiled for
+    each concrete size it meets, once (size 2 again: dynamo now picks the symbolic graph)."""
+    def f(x):
+        return (x * x).sum(0) + x.shape[0]
+
+    compiled = torch.compile(f, backend="openxla")
+    met.clear_counters()
+    for n in (2, 3, 5, 3, 5, 2):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(compiled(x.to(dev)).cpu(), f(x))
+    assert count("DynamoCompile") == 4  # 2 (static graph), then 3, 5 and 2 (symbolic graph)
+
+
+def test_graph_break_runs_the_rest_lazily(dev):
+    def f(x):
+        y = torch.sin(x) * 3
+        print("a graph break", end="")  # dynamo cannot capture print
+        return torch.relu(y - 1).sum(1)
+
+    compiled = torch.compile(f, backend="openxla")
+    x = torch.randn(5, 6)
+    met.clear_counters()
+    torch.testing.assert_close(compiled(x.to(dev)).cpu(), f(x))
+    torch.testing.assert_close(compiled(x.to(dev)).cpu(), f(x))
+    assert count("DynamoCompile") == 2  # one graph before the break, one after
+    # the engine's own code runs as written: dynamo compiled none of its frames
+    entries = torch._C._dynamo.eval_frame._debug_get_cache_entry_list(
+        XLATensor.__torch_dispatch__.__func__.__code__)
+    assert entries == []
+
+
+def test_compiled_and_lazy_code_mix(dev):
+    compiled = torch.compile(lambda a, b: a * b + 1, backend="openxla")
+    x, y = torch.randn(3, 3), torch.randn(3, 3)
+    pending = x.to(dev) * 2                       # lazy: not yet computed
+    out = compiled(pending, y.to(dev))
+    result = (out.exp() + pending).cpu()          # the output used on the lazy path
+    torch.testing.assert_close(result, ((x * 2) * y + 1).exp() + x * 2)
+
+
+def test_optimizer_step_writes_parameters_in_place_and_donates(dev):
+    model = nn.Linear(8, 8).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(2, 8, device=dev)).sum().backward()
+    step = torch.compile(opt.step, backend="openxla")
+    step()  # makes the momentum buffers
+    step()
+    reference = [p.detach().cpu() for p in model.parameters()]
+    grads = [p.grad.cpu() for p in model.parameters()]
+    momentum = [opt.state[p]["momentum_buffer"].cpu() for p in model.parameters()]
+    old = [unwrap(p)._value.data for p in model.parameters()]
+    held = model.bias.detach().clone()            # another tensor holds the bias' buffer
+    met.clear_counters()
+    step()
+    assert count("DynamoCompile") == 0 and count("UncachedCompile") == 0
+    for p, before, g, m in zip(model.parameters(), reference, grads, momentum):
+        m = 0.9 * m + g
+        torch.testing.assert_close(opt.state[p]["momentum_buffer"].cpu(), m)
+        torch.testing.assert_close(p.detach().cpu(), before - 0.1 * m)
+    assert old[0].is_deleted()                    # the weight's old buffer was donated
+    assert not old[1].is_deleted()                # the held bias' was not
+    torch.testing.assert_close(held.cpu(), reference[1])
+
+
+def test_batch_norm_buffers_are_written_back(dev):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6))
+    compiled = torch.compile(copy.deepcopy(model).to(dev), backend="openxla")
+    for _ in range(3):
+        x = torch.randn(5, 4)
+        torch.testing.assert_close(compiled(x.to(dev)).cpu(), model(x), rtol=1e-5, atol=1e-5)
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(compiled._orig_mod.state_dict()[key].cpu(), value, msg=key)
+
+
+def test_graph_that_cannot_be_one_program_runs_lazily(dev):
+    def f(x):
+        return (x * 2).cpu() + 1                  # a transfer inside the graph
+
+    compiled = torch.compile(f, backend="openxla_eval")
+    x = torch.randn(3)
+    met.clear_counters()
+    out = compiled(x.to(dev))
+    assert out.device.type == "cpu"
+    torch.testing.assert_close(out, f(x))
+    assert count("DynamoLazyGraph") == 1
+
+
+def test_openxla_eval_keeps_gradients_through_the_lazy_path(dev):
+    model = nn.Linear(3, 2)
+    compiled = torch.compile(copy.deepcopy(model).to(dev), backend="openxla_eval")
+    x = torch.randn(4, 3)
+    compiled(x.to(dev)).sum().backward()
+    model(x).sum().backward()
+    torch.testing.assert_close(compiled.weight.grad.cpu(), model.weight.grad)
+
+
+def test_dropout_draws_new_masks_without_recompiling(dev):
+    drop = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5, training=True),
+                         backend="openxla")
+    x = torch.ones(64, device=dev)
+    first = drop(x).cpu()
+    met.clear_counters()
+    second = drop(x).cpu()
+    assert count("DynamoCompile") == 0
+    assert not torch.equal(first, second)
+    assert set(first.unique().tolist()) <= {0.0, 2.0}

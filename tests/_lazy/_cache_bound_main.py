@@ -1,0 +1,47 @@
+"""Run by tests/_lazy/test_compiler.py with small cache bounds: 3,000 small steps over 50
+distinct shapes (30 steps each, the cycle run twice). Prints, every 300 steps, the resident
+memory (MB), the sizes of the caches, the live device arrays and the live compiled
+programs; then the eviction counts, the result and the number of compilations."""
+import gc
+import json
+import os
+
+import jax
+import torch
+
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+from torch_xla._lazy import compiler, dispatch, meta
+
+STEPS, SHAPES, STEPS_PER_SHAPE, EVERY = 3000, 50, 30, 300
+
+
+def resident_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def main():
+    dev = xm.xla_device()
+    total = torch.zeros((), device=dev)
+    xm.mark_step()
+    met.clear_counters()
+    samples = []
+    for step in range(STEPS):
+        n = 1 + (step // STEPS_PER_SHAPE) % SHAPES
+        x = torch.full((n, 3), 0.5, device=dev)
+        total = total + (x * 2 + 1).sum() * 1e-3
+        xm.mark_step()
+        if step % EVERY == EVERY - 1:
+            gc.collect()
+            samples.append({
+                "rss_mb": resident_mb(), "programs": len(compiler._cache), "meta": len(meta._cache),
+                "routes": len(dispatch._routes), "live_arrays": len(jax.live_arrays()),
+                "live_programs": sum(type(o) is compiler.Program for o in gc.get_objects())})
+    evictions = {n: met.counter_value(n) for n in met.counter_names() if n.endswith("CacheEvictions")}
+    print(json.dumps({"samples": samples, "evictions": evictions, "total": total.item(),
+                      "compiles": met.counter_value("UncachedCompile")}))
+
+
+if __name__ == "__main__":
+    main()

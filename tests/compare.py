@@ -1,0 +1,120 @@
+"""Running one function on the CPU and on the XLA device, and comparing the two.
+
+`assert_same` is the one comparison of a device result with the CPU's: the device's tensors
+live on the XLA device (on the expected ones' device where those are not CPU tensors),
+dtypes and shapes are equal, floating values agree within a tolerance (NaNs in the same
+places), integer and bool values exactly; lists, tuples and dicts (state dicts included)
+element by element, None where the CPU has None.
+
+`fallbacks` is the one rule for what ran on the CPU: the engine counts each op it runs
+through the CPU fallback as a metrics counter named after the op's schema (`aten::NAME`,
+`prims::NAME`, ...), so every counter with a `namespace::name` name is a fallback; the
+engine's own counters (`UncachedCompile`, `TransferToDevice`, ...) have no `::`.
+"""
+import torch
+
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+
+RTOL, ATOL = 1.3e-6, 1e-5  # torch.testing's float32 tolerance; tests of other dtypes pass theirs
+
+
+def to_xla(obj, device=None):
+    """Copies every tensor in a nested structure to the XLA device, keeping requires_grad."""
+    device = device or xm.xla_device()
+    if isinstance(obj, torch.Tensor):
+        out = obj.detach().to(device)
+        return out.requires_grad_(obj.requires_grad)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_xla(o, device) for o in obj)
+    if isinstance(obj, dict):
+        return {k: to_xla(v, device) for k, v in obj.items()}
+    return obj
+
+
+def tensors(obj):
+    """The tensors of a nested structure of lists, tuples and dicts, in order."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in tensors(o)]
+    return []
+
+
+def compiles():
+    return met.counter_value("UncachedCompile") or 0
+
+
+def fallbacks():
+    """Names of the ops that ran through the CPU fallback since the counters were cleared."""
+    return {n for n in met.counter_names() if "::" in n}
+
+
+def assert_lowered():
+    """No op ran through the CPU fallback since the counters were cleared."""
+    ran = fallbacks()
+    assert not ran, f"ran on the CPU: {sorted(ran)}"
+
+
+def assert_same(actual, expected, rtol=RTOL, atol=ATOL, path="out"):
+    """`actual` (from the device) is `expected` (from the CPU); see the module docstring."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"{path}: {type(actual).__name__}, not a tensor"
+        device = "xla" if expected.device.type == "cpu" else expected.device.type
+        assert actual.device.type == device, f"{path}: on {actual.device}, expected on {device}"
+        actual, expected = actual.detach().cpu(), expected.detach().cpu()
+        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype}, expected {expected.dtype}"
+        assert actual.shape == expected.shape, f"{path}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+        exact = not (expected.is_floating_point() or expected.is_complex())
+        torch.testing.assert_close(actual, expected, rtol=0 if exact else rtol, atol=0 if exact else atol,
+                                   equal_nan=True, msg=lambda m: f"{path}: {m}")
+    elif isinstance(expected, (list, tuple)):
+        assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), \
+            f"{path}: {actual!r}, expected {len(expected)} items"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, rtol, atol, f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        assert isinstance(actual, dict) and list(actual) == list(expected), \
+            f"{path}: keys {list(actual) if isinstance(actual, dict) else actual!r}, expected {list(expected)}"
+        for k in expected:
+            assert_same(actual[k], expected[k], rtol, atol, f"{path}[{k!r}]")
+    else:
+        assert actual == expected, f"{path}: {actual!r}, expected {expected!r}"
+
+
+def with_grads(fn):
+    """fn, returning (its outputs, the gradients of its outputs): every floating output that
+    requires grad, weighted by a fixed random cotangent, with respect to every tensor
+    argument that requires grad (None where an argument does not reach the outputs)."""
+    def run(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        outs = [o for o in tensors(out) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
+        inputs = [t for t in tensors((args, kwargs)) if t.requires_grad]
+        assert outs and inputs, "nothing to differentiate"
+        g = torch.Generator().manual_seed(0)
+        cotangents = [torch.randn(o.shape, dtype=o.dtype, generator=g).to(o.device) for o in outs]
+        return out, torch.autograd.grad(outs, inputs, cotangents, allow_unused=True)
+    return run
+
+
+def check(fn, *args, grads=False, rtol=RTOL, atol=ATOL, **kwargs):
+    """Runs fn on CPU tensors and on device copies of them (requires_grad kept) and asserts
+    the same results; with grads, the same gradients too (`with_grads`). Returns the
+    device's results."""
+    if grads:
+        fn = with_grads(fn)
+    expected = fn(*args, **kwargs)
+    actual = fn(*to_xla(args), **to_xla(kwargs))
+    xm.mark_step()  # one program for all outputs
+    assert_same(actual, expected, rtol, atol)
+    return actual
+
+
+def check_lowered(fn, *args, **kwargs):
+    """`check`, and no op of fn fell back to the CPU while it ran on the device."""
+    met.clear_counters()
+    out = check(fn, *args, **kwargs)
+    assert_lowered()
+    return out

@@ -1,0 +1,362 @@
+"""SPMD checks: meshes, shardings, shards, constraints, training on 1-D and 2-D meshes, the
+data loader (registered into tests/distributed/_spmd_harness.CHECKS)."""
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import torch_xla
+import torch_xla._XLAC
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+import torch_xla.distributed.parallel_loader as pl
+import torch_xla.distributed.spmd as xs
+import torch_xla.runtime as xr
+from torch_xla._lazy import graph_dump
+
+from ._spmd_harness import N, check, close, compiles, raises, spec
+
+
+@check
+def virtual_device():
+    assert xr.is_spmd() and xr.global_runtime_device_count() == N
+    assert xr.addressable_device_count() == 1 and xr.addressable_runtime_device_count() == N
+    assert torch_xla.devices() == [torch.device("xla:0")] and xr.world_size() == 1
+    raises(RuntimeError, lambda: xm.xla_device(1), "Invalid XLA device index 1")
+    raises(RuntimeError, lambda: torch.ones(2).to("xla:3").cpu(), "no xla:3")
+
+
+@check
+def guide_example():
+    """The SPMD user guide's example, unchanged, then the shards it promises."""
+    num_devices = xr.global_runtime_device_count()
+    mesh_shape = (num_devices, 1)
+    device_ids = np.array(range(num_devices))
+    mesh = xs.Mesh(device_ids, mesh_shape, ('data', 'model'))
+
+    t = torch.randn(8, 4).to('xla')
+
+    # Mesh partitioning, each device holds 1/8-th of the input
+    partition_spec = ('data', 'model')
+    xs.mark_sharding(t, mesh, partition_spec)
+
+    assert spec(t) == "{devices=[8,1]0,1,2,3,4,5,6,7}", spec(t)
+    whole = t.cpu()
+    shards = xs.XLAShardedTensor(t).local_shards
+    assert [s.shard_device for s in shards] == [f"CPU:{i}" for i in range(N)]
+    for i, s in enumerate(shards):
+        assert s.data.shape == (1, 4) and s.replica_id == 0
+        assert s.indices == [slice(i, i + 1, 1), slice(0, 4, 1)], s.indices
+        assert torch.equal(s.data, whole[tuple(s.indices)])
+    assert mesh.shape() == {'data': 8, 'model': 1}
+    assert mesh.get_logical_mesh().tolist() == [[i] for i in range(N)]
+
+
+def _linear_steps(mesh, steps, shard):
+    """A linear layer trained on sharded inputs; its losses, the CPU's, and the compile
+    count after each step."""
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(32, 10)
+    model = torch.nn.Linear(32, 10)
+    model.load_state_dict(ref.state_dict())
+    model = model.to('xla')
+    shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    losses, ref_losses, counts = [], [], []
+    for _ in range(steps):
+        x, y = torch.randn(8, 32), torch.randn(8, 10)
+        xx = x.to('xla')
+        xs.mark_sharding(xx, mesh, (0, None))  # 4-way data parallel
+        loss = F.mse_loss(model(xx), y.to('xla'))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        xm.mark_step()
+        losses.append(loss.item())
+        counts.append(compiles())
+        ref_loss = F.mse_loss(ref(x), y)
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        ref_losses.append(ref_loss.item())
+    return model, losses, ref_losses, counts
+
+
+@check
+def linear_training_matches_one_device_and_compiles_once():
+    """mark_sharding's own example (4-way data parallel, 2-way model parallel weight)
+    trained for a few steps."""
+    mesh = xs.Mesh(np.array(range(N)), (4, 2), ('x', 'y'))
+
+    def shard(linear):
+        xs.mark_sharding(linear.weight, mesh, (None, 1))  # 2-way model parallel
+    model, losses, ref_losses, counts = _linear_steps(mesh, 6, shard)
+    for a, b in zip(losses, ref_losses):
+        close(a, b)
+    assert counts[2] == counts[-1], counts  # a steady loop compiles nothing new
+    assert spec(model.weight) == "{devices=[1,2,4]0,2,4,6,1,3,5,7 last_tile_dim_replicate}", \
+        spec(model.weight)
+    cached = met.counter_value("CachedCompile")
+    model(torch.zeros(8, 32).to('xla')).sum().item()
+    model(torch.ones(8, 32).to('xla')).sum().item()
+    assert met.counter_value("CachedCompile") > cached
+
+
+@check
+def sharding_specs_print_as_xla_does():
+    row = xs.Mesh(np.arange(N), (1, N))
+    grid = xs.Mesh(np.arange(N), (2, 4), ('a', 'b'))
+    backwards = xs.Mesh(np.arange(N)[::-1], (N,), ('r',))
+    cases = [
+        (row, (4, 8), (0, 1), "{devices=[1,8]0,1,2,3,4,5,6,7}", xs.ShardingType.TILED),
+        (grid, (4, 4), ('a', None), "{devices=[2,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}",
+         xs.ShardingType.PARTIAL),
+        (grid, (4, 4), (None, 'b'), "{devices=[1,4,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}",
+         xs.ShardingType.PARTIAL),
+        (grid, (8, 2), (('a', 'b'), None), "{devices=[8,1]0,1,2,3,4,5,6,7}", xs.ShardingType.TILED),
+        (backwards, (8,), ('r',), "{devices=[8]7,6,5,4,3,2,1,0}", xs.ShardingType.TILED),
+        (grid, (4, 4), (None, None), "{replicated}", xs.ShardingType.REPLICATED),
+    ]
+    for mesh, shape, partition, text, kind in cases:
+        t = torch.randn(shape).to('xla')
+        assert spec(t) == "" and torch_xla._XLAC._get_xla_sharding_type(t) is None
+        xt = xs.mark_sharding(t, mesh, partition)
+        assert spec(t) == text and xt.sharding_spec == text, (partition, spec(t))
+        assert xt.sharding_type == kind
+        xs.clear_sharding(t)
+        assert spec(t) == ""
+
+
+@check
+def shards_of_tiled_partial_and_replicated_tensors():
+    t = torch.arange(16, dtype=torch.float32)
+    xt = xs.mark_sharding(t.to('xla'), xs.get_1d_mesh('x'), ('x',))
+    shards = xt.local_shards
+    assert [(s.indices, s.replica_id) for s in shards] == \
+        [([slice(2 * i, 2 * i + 2, 1)], 0) for i in range(N)]
+    assert all(torch.equal(s.data, t[tuple(s.indices)]) for s in shards)
+    grid = xs.Mesh(np.arange(N), (2, 4))
+    m = torch.arange(16.).reshape(4, 4)
+    partial = xs.mark_sharding(m.to('xla'), grid, (0, None)).local_shards
+    assert [s.replica_id for s in partial] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert all(torch.equal(s.data, m[tuple(s.indices)]) for s in partial)
+    replicated = xs.mark_sharding(m.to('xla'), grid, (None, None)).local_shards
+    assert [(s.indices, s.replica_id) for s in replicated] == [(Ellipsis, i) for i in range(N)]
+    # loading shards back: each block doubled
+    xt = xs.mark_sharding(m.to('xla'), grid, (0, 1))
+    xt.load_local_shards_([xs.XLAShard(s.data * 2, s.indices, s.shard_device, s.replica_id)
+                           for s in xt.local_shards])
+    assert torch.equal(xt.global_tensor.cpu(), m * 2) and spec(xt.global_tensor).startswith("{devices=[2,4]")
+
+
+@check
+def in_place_updates_keep_the_sharding():
+    mesh = xs.Mesh(np.arange(N), (1, N))
+    xt = torch.ones(2, 8).to('xla')
+    xs.mark_sharding(xt, mesh, (0, 1))
+    before = spec(xt)
+    xt.add_(1)
+    assert spec(xt) == before
+    assert 'custom_call_target="Sharding", sharding={devices=[1,8]' in \
+        torch_xla._XLAC._get_xla_tensors_hlo([xt])
+    xt.mul_(3)
+    xm.mark_step()
+    assert spec(xt) == before and torch.equal(xt.cpu(), torch.full((2, 8), 6.))
+    xt.copy_(torch.zeros(2, 8))
+    assert spec(xt) == before and torch.equal(xt.cpu(), torch.zeros(2, 8))
+
+
+@check
+def intermediates_take_a_sharding_constraint():
+    mesh = xs.Mesh(np.arange(N), (N,), ('x',))
+    a = torch.randn(9, 4)
+    xa = a.to('xla') * 2  # pending: 9 rows over 8 devices is uneven, fine inside a program
+    xs.mark_sharding(xa, mesh, ('x', None))
+    assert spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    assert torch.allclose((xa + 1).cpu(), a * 2 + 1)
+    raises(ValueError, lambda: xs.mark_sharding(torch.randn(9, 4).to('xla'), mesh, ('x', None)),
+           "divide evenly")
+    xb = a.to('xla') * 3
+    xs.mark_sharding(xb, mesh, ('x', None))
+    xs.clear_sharding(xb)  # the constraint is gone from the graph
+    assert spec(xb) == "" and 'custom_call_target="Sharding"' not in \
+        torch_xla._XLAC._get_xla_tensors_hlo([xb])
+    # max gives two outputs; only the marked one is constrained
+    values, indices = torch.max(torch.randn(8, 8).to('xla'), 1)
+    xs.mark_sharding(values, mesh, ('x',))
+    assert spec(values) != "" and spec(indices) == ""
+
+
+@check
+def mark_sharding_checks_its_arguments():
+    mesh = xs.Mesh(np.arange(N), (2, 4), ('a', 'b'))
+    t = torch.ones(4, 4).to('xla')
+    raises(AssertionError, lambda: xs.mark_sharding(t, mesh, ('a',)), "Partition spec length")
+    raises(ValueError, lambda: xs.mark_sharding(t, mesh, ('a', 'c')), "Axis name c")
+    raises(AssertionError, lambda: xs.mark_sharding(t, mesh, ('a', 'a')), "at most once")
+    raises(AssertionError, lambda: xs.Mesh(np.arange(4), (4,)), "global number of devices")
+    raises(AssertionError, lambda: xs.Mesh(np.arange(N), (4, 4)), "mesh size")
+    raises(NotImplementedError, lambda: xs.enable_manual_sharding(t, ('a', None), mesh=mesh),
+           "manual sharding")
+
+
+@check
+def meshes():
+    mesh = xs.Mesh(np.arange(N), (4, 2), ('data', 'model'))
+    assert mesh.size() == N and mesh.get_axis_name_idx('model') == 1
+    again = xs.Mesh.from_str(str(mesh))
+    assert again.mesh_shape == (4, 2) and again.axis_names == ('data', 'model')
+    assert again.device_ids.tolist() == list(range(N))
+    one = xs.get_1d_mesh('data')
+    assert one.mesh_shape == (N,) and one.axis_names == ('data',)
+    assert xs.get_global_mesh() is None
+    xs.set_global_mesh(mesh)
+    assert xs.get_global_mesh() is mesh
+    xs.set_global_mesh(None)
+    hybrid = xs.HybridMesh(ici_mesh_shape=(2, 4), axis_names=('a', 'b'))
+    assert hybrid.shape() == {'a': 2, 'b': 4} and sorted(hybrid.device_ids.tolist()) == list(range(N))
+    assert hybrid.get_jax_mesh().shape == {'a': 2, 'b': 4}
+
+
+@check
+def sharded_tensors_wrap_their_results():
+    mesh = xs.Mesh(np.arange(N), (1, N))
+    t = torch.randn(4, 8).to('xla')
+    xt = xs.mark_sharding(t, mesh, (0, 1))
+    assert isinstance(xt, xs.XLAShardedTensor) and xt.global_tensor is t
+    out = xt * 2
+    assert isinstance(out, xs.XLAShardedTensor) and "XLAShardedTensor" in repr(out)
+    assert torch.allclose(out.global_tensor.cpu(), t.cpu() * 2)
+    y = torch.matmul(xt, xs.XLAShardedTensor(torch.ones(8, 3).to('xla')))
+    assert isinstance(y, xs.XLAShardedTensor)
+    assert torch.allclose(y.global_tensor.cpu(), t.cpu().sum(1, keepdim=True).expand(4, 3))
+    before = t.cpu()
+    xt.add_(1)  # in place on the wrapper: the global tensor changes
+    assert torch.allclose(t.cpu(), before + 1)
+    assert xs.wrap_if_sharded(t).global_tensor is t
+    plain = torch.ones(2).to('xla')
+    assert xs.wrap_if_sharded(plain) is plain
+
+
+@check
+def collectives_are_refused():
+    t = torch.ones(4).to('xla')
+    raises(RuntimeError, lambda: xm.all_reduce(xm.REDUCE_SUM, t).cpu(), "do not run under SPMD")
+
+
+class MLP(torch.nn.Module):
+    """A 2-layer MLP; with a mesh, its hidden activations are sharded (data, model)."""
+
+    def __init__(self, mesh=None):
+        super().__init__()
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+        self.mesh = mesh
+
+    def forward(self, x):
+        h = F.gelu(self.up(x))
+        if self.mesh is not None:
+            xs.mark_sharding(h, self.mesh, ('data', 'model'))
+        return self.down(h)
+
+
+@check
+def megatron_mlp_on_a_2d_mesh():
+    """4 (data) x 2 (model): the up projection split by output features, the down
+    projection by input features, activations (data, model); AdamW for 5 steps."""
+    mesh = xs.Mesh(np.arange(N), (4, 2), ('data', 'model'))
+    torch.manual_seed(1)
+    ref = MLP()
+    model = MLP(mesh)
+    model.load_state_dict(ref.state_dict())
+    model.to('xla')
+    xs.mark_sharding(model.up.weight, mesh, ('model', None))
+    xs.mark_sharding(model.up.bias, mesh, ('model',))
+    xs.mark_sharding(model.down.weight, mesh, (None, 'model'))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    counts = []
+    for step in range(5):
+        x, y = torch.randn(8, 16), torch.randn(8, 16)
+        xx = x.to('xla')
+        xs.mark_sharding(xx, mesh, ('data', None))
+        loss = F.mse_loss(model(xx), y.to('xla'))
+        loss.backward()
+        if step == 4:
+            hlo = torch_xla._XLAC._get_xla_tensors_hlo([loss])
+            assert 'custom_call_target="Sharding", sharding={devices=[4,2]' in hlo
+            partitioned = graph_dump.lowered(None).compile().as_text()
+            # the row-parallel down projection's partial sums meet in an all-reduce
+            assert "all-reduce(" in partitioned, partitioned[:2000]
+        opt.step()
+        opt.zero_grad()
+        xm.mark_step()
+        counts.append(compiles())
+        ref_loss = F.mse_loss(ref(x), y)
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        close(loss.item(), ref_loss.item())
+    assert counts[2] == counts[-1], counts
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.cpu(), dict(ref.named_parameters())[name].detach(),
+                                   rtol=1e-5, atol=1e-6)
+    # each device holds half of the up projection (and all of it is there)
+    shards = xs.XLAShardedTensor(model.up.weight).local_shards
+    assert all(s.data.shape == (16, 16) for s in shards)
+
+
+@check
+def mark_sharding_with_gradients_constrains_the_gradient():
+    mesh = xs.Mesh(np.arange(N), (N,), ('x',))
+    w = torch.randn(8, 4)
+    xw = w.to('xla').requires_grad_()
+    h = xs.mark_sharding_with_gradients(xw * 3, mesh, ('x', None))
+    assert spec(h) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    (h ** 2).sum().backward()
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([xw.grad])
+    assert hlo.count('custom_call_target="Sharding"') >= 2, hlo
+    torch.testing.assert_close(xw.grad.cpu(), 18 * w)
+
+
+@check
+def loader_shards_each_batch():
+    """MpDeviceLoader(input_sharding=...) puts batches on the devices already sharded; a
+    data-parallel loop over it matches the CPU and compiles once."""
+    mesh = xs.Mesh(np.arange(N), (N, 1), ('data', 'model'))
+    torch.manual_seed(2)
+    batches = [(torch.randn(16, 8), torch.randn(16)) for _ in range(5)]
+    loader = pl.MpDeviceLoader(batches, torch_xla.device(),
+                               input_sharding=xs.ShardingSpec(mesh, ('data', None)))
+    ref = torch.nn.Linear(8, 1)
+    model = torch.nn.Linear(8, 1)
+    model.load_state_dict(ref.state_dict())
+    model.to('xla')
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    counts = []
+    for (x, y), (cx, cy) in zip(loader, batches):
+        assert spec(x) == "{devices=[8,1]0,1,2,3,4,5,6,7}" and spec(y) == ""  # y: rank 1
+        loss = F.mse_loss(model(x).squeeze(1), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ref_loss = F.mse_loss(ref(cx).squeeze(1), cy)
+        ref_loss.backward()
+        with torch.no_grad():
+            for p in ref.parameters():
+                p -= 0.1 * p.grad
+                p.grad = None
+        xm.mark_step()
+        close(loss.item(), ref_loss.item())
+        counts.append(compiles())
+    assert counts[2] == counts[-1], counts
+    by_key = {'x': xs.ShardingSpec(mesh, ('data', None)), 'y': xs.ShardingSpec(mesh, ('data',))}
+    dicts = [{'x': torch.randn(16, 8), 'y': torch.randn(16)}]
+    batch = next(iter(pl.MpDeviceLoader(dicts, torch_xla.device(), input_sharding=by_key)))
+    assert spec(batch['x']) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    assert spec(batch['y']) == "{devices=[8]0,1,2,3,4,5,6,7}"
+    assert torch.equal(batch['y'].cpu(), dicts[0]['y'])
+    raises(KeyError, lambda: next(iter(pl.MpDeviceLoader(
+        dicts, torch_xla.device(), input_sharding={'x': by_key['x']}))), "['y'] are missing")
+    raises(ValueError, lambda: next(iter(pl.MpDeviceLoader(
+        batches, torch_xla.device(), input_sharding=by_key))), "should be a dict")

@@ -1,0 +1,12 @@
+"""SPMD checks on 8 CPU devices, run by tests/distributed/test_spmd.py in one subprocess
+(SPMD mode is for the whole process). Each check prints `ok NAME` or `FAIL NAME`, its
+traceback and `END NAME`."""
+import sys
+
+from . import _spmd_basic, _spmd_ckpt, _spmd_fsdp  # noqa: F401  (register their checks)
+from ._spmd_harness import CHECKS, main
+
+__all__ = ["CHECKS"]
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,46 @@
+"""SPMD over several processes (hosts on loopback): 2 processes x 4 devices run the same
+8-device program as 1 process x 8 and give the same losses."""
+import math
+import os
+import socket
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(devices, **layout):
+    env = dict(os.environ, CPU_NUM_DEVICES=str(devices), PYTHONPATH=ROOT, **layout)
+    return subprocess.Popen([sys.executable, "-m", "tests.distributed._spmd_hosts_main"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _lines(proc, key):
+    return [line.split(" ", 1)[1] for line in proc.stdout_text.splitlines() if line.startswith(key + " ")]
+
+
+def test_two_processes_of_four_devices_equal_one_of_eight():
+    coordinator = f"127.0.0.1:{_free_port()}"
+    hosts = [_start(4, TORCH_XLA_COORDINATOR=coordinator, TORCH_XLA_NUM_PROCESSES="2",
+                    TORCH_XLA_PROCESS_ID=str(i)) for i in range(2)]
+    single = _start(8)
+    for proc in hosts + [single]:
+        proc.stdout_text, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, proc.stdout_text[-2000:] + err[-4000:]
+    one = [float(x) for x in _lines(single, "loss")]
+    assert len(one) == 4
+    for proc in hosts:
+        losses = [float(x) for x in _lines(proc, "loss")]
+        assert len(losses) == 4 and all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(losses, one)), \
+            (losses, one)
+        assert math.isclose(float(_lines(proc, "weight")[0]), float(_lines(single, "weight")[0]),
+                            rel_tol=1e-6)
+    # each process holds the shards of its own devices
+    assert [_lines(p, "devices")[0] for p in hosts] == ["CPU:0 CPU:1 CPU:2 CPU:3", "CPU:4 CPU:5 CPU:6 CPU:7"]
+    assert _lines(single, "devices")[0] == " ".join(f"CPU:{i}" for i in range(8))

@@ -1,0 +1,202 @@
+"""The top-level torch_xla API: devices, sync and step closures, compile/step, launch,
+seeds, the version and distribution metadata, and what `import torch_xla` makes reachable."""
+import importlib.metadata
+import subprocess
+import sys
+
+import pytest
+import torch
+from packaging.version import Version
+
+import torch_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+import torch_xla.runtime as xr
+
+from tests.conftest import compiles
+
+
+def _executions():
+    return compiles() + (met.counter_value("CachedCompile") or 0)
+
+
+def test_version_and_distribution_metadata():
+    """Clients gate on importlib.metadata (Lightning asks torch_xla>=2.5): the distribution
+    is torch_xla, its version the 2.9 API with this project's label."""
+    version = importlib.metadata.version("torch_xla")
+    assert version == torch_xla.__version__
+    assert Version(version).release[:2] == (2, 9) and Version(version) >= Version("2.5")
+    assert Version(version).local.startswith("jax")
+
+
+def test_import_makes_the_submodules_reachable():
+    code = ("import torch_xla; print(torch_xla.runtime.world_size(), "
+            "torch_xla.core.xla_model.xla_device(), callable(torch_xla._XLAC._xla_get_default_device))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "xla:0", "True"]
+
+
+def test_devices():
+    assert torch_xla.device() == torch.device("xla", 0) == torch_xla.device(0)
+    assert torch_xla.devices() == [torch.device("xla", 0)]
+    assert torch_xla.real_devices() == ["CPU:0"] and torch_xla.device_count() == 1
+    with pytest.raises(IndexError, match="out of range"):
+        torch_xla.device(1)
+
+
+def test_sync_runs_the_pending_graph_then_the_step_closures(dev):
+    seen = []
+    t = torch.ones(3, device=dev) * 2
+    xm.add_step_closure(lambda x, tag: seen.append((tag, x.cpu().tolist())), args=(t, "a"))
+    xm.add_step_closure(lambda: seen.append("b"))
+    assert seen == []
+    before = _executions()
+    torch_xla.sync(wait=True)
+    assert seen == [("a", [2.0, 2.0, 2.0]), "b"]
+    assert _executions() == before + 1  # the closure read a computed tensor: no execution of its own
+    torch_xla.sync()
+    assert len(seen) == 2  # closures run once
+
+
+def test_async_step_closures_run_in_order_off_the_training_thread(dev):
+    import threading
+    seen = []
+    for i in range(3):
+        xm.add_step_closure(lambda i=i: seen.append((i, threading.current_thread().name)), run_async=True)
+    xm.mark_step()
+    xm._step_closures().handler.wait()
+    assert [i for i, _ in seen] == [0, 1, 2]
+    assert all(name != threading.current_thread().name for _, name in seen)
+
+
+def test_an_async_closure_error_is_raised_at_the_next_step(dev):
+    def fail():
+        raise KeyError("in the closure")
+    xm.add_step_closure(fail, run_async=True)
+    torch_xla.sync()
+    xm._step_closures().handler.wait()
+    xm.add_step_closure(lambda: None, run_async=True)
+    with pytest.raises(RuntimeError, match="previously raised exception") as info:
+        torch_xla.sync()
+    assert isinstance(info.value.__cause__, KeyError)
+    xm._step_closures().handler = None  # a fresh handler for the tests after this one
+
+
+def test_compile_runs_the_function_as_one_graph(dev):
+    x = torch.ones(4, device=dev)
+    pending = x + 1  # pending work before the call runs first, in a graph of its own
+
+    @torch_xla.compile
+    def f(a):
+        return (a * 2).sin() + a.cos()
+
+    before = _executions()
+    out = f(x)
+    assert _executions() == before + 2
+    torch.testing.assert_close(out.cpu(), (torch.ones(4) * 2).sin() + torch.ones(4).cos())
+    assert pending.cpu().tolist() == [2.0] * 4
+
+
+def test_compile_as_a_context_and_step(dev):
+    x = torch.ones(2, device=dev)
+    with torch_xla.compile():
+        y = x * 3
+    with torch_xla.step():
+        z = y + 1
+    before = _executions()
+    assert z.cpu().tolist() == [4.0, 4.0] and _executions() == before  # already computed
+
+
+def test_full_graph_refuses_a_function_that_runs_a_graph_inside(dev):
+    x = torch.ones(2, device=dev)
+
+    def reads_a_value(a):
+        return a * (a.sum().item())
+    torch_xla.compile(lambda a: a * 2, full_graph=True)(x)
+    with pytest.raises(RuntimeError, match="full_graph=True.*1 graph"):
+        torch_xla.compile(reads_a_value, full_graph=True)(x)
+
+
+def test_max_different_graphs(dev):
+    def f(a):
+        return a * 2
+    compiled = torch_xla.compile(f, max_different_graphs=2)
+    compiled(torch.ones(2, device=dev))
+    compiled(torch.zeros(2, device=dev))  # same graph, other data
+    compiled(torch.ones(3, device=dev))
+    with pytest.raises(RuntimeError, match="maximum number of different graphs.*2"):
+        compiled(torch.ones(4, device=dev))
+
+
+def test_custom_compile_options_raise_naming_what_to_do():
+    torch_xla.set_custom_compile_options({})
+    with pytest.raises(NotImplementedError, match="XLA_FLAGS"):
+        torch_xla.compile(lambda: None, custom_compile_options={"xla_cpu_enable_fast_math": True})
+
+
+def test_manual_seed_repeats_random_values(dev):
+    torch_xla.manual_seed(7)
+    a = torch.rand(4, device=dev).cpu()
+    torch_xla.manual_seed(7, dev)
+    assert torch.equal(torch.rand(4, device=dev).cpu(), a)
+    assert xm.get_rng_state(dev) != 7
+
+
+def _launched(index, out):
+    out.append((index, xr.world_size()))
+
+
+def test_launch_debug_single_process_runs_here():
+    out = []
+    torch_xla.launch(_launched, args=(out,), debug_single_process=True)
+    assert out == [(0, 1)]
+
+
+def test_launch_under_torchrun_needs_a_coordinator(monkeypatch):
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    monkeypatch.delenv("TORCH_XLA_COORDINATOR", raising=False)
+    with pytest.raises(RuntimeError, match="TORCH_XLA_COORDINATOR"):
+        torch_xla.launch(_launched, args=([],))
+
+
+def test_runtime_layout():
+    assert (xr.host_index(), xr.local_process_count(), xr.global_device_count(), xr.local_device_count()) == (0, 1, 1, 1)
+    attributes = xr.runtime_device_attributes("CPU:0")
+    assert attributes["name"] == "CPU:0" and attributes["device_kind"] == "cpu"
+    assert xr.runtime_device_attributes("xla:0") == attributes == xr.global_runtime_device_attributes()[0]
+    with pytest.raises(RuntimeError, match="Unknown XLA device"):
+        xr.runtime_device_attributes("TPU:0")
+    assert xr.is_bf16_supported() and not xr.is_spmd()
+
+
+def test_master_ip_comes_from_the_coordinator(monkeypatch):
+    monkeypatch.delenv("TORCH_XLA_COORDINATOR", raising=False)
+    with pytest.raises(RuntimeError, match="IP discovery not supported for device: CPU"):
+        xr.get_master_ip()
+    monkeypatch.setenv("TORCH_XLA_COORDINATOR", "10.1.2.3:8476")
+    assert xr.get_master_ip() == "10.1.2.3"
+
+
+def test_device_type_is_fixed_once_the_runtime_started(monkeypatch):
+    xm.xla_device()
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    xr.set_device_type("CPU")
+    with pytest.raises(RuntimeError, match="after XLA runtime is initialized"):
+        xr.set_device_type("TPU")
+
+
+def test_spmd_auto_sharding_raises_and_leaves_spmd_off():
+    with pytest.raises(NotImplementedError, match="auto-sharding"):
+        xr.use_spmd(auto=True)
+    assert not xr.is_spmd()
+
+
+def test_tpu_count_is_zero_on_a_host_without_tpus(monkeypatch):
+    from torch_xla._internal import tpu
+    assert tpu.num_available_chips() == 0 and tpu.num_available_devices() == 0
+    monkeypatch.delenv("TPU_ACCELERATOR_TYPE", raising=False)
+    monkeypatch.delenv("ACCELERATOR_TYPE", raising=False)
+    with pytest.raises(EnvironmentError, match="no TPU"):
+        tpu.version()
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
+    assert tpu.version() == 3 and tpu.num_logical_cores_per_chip() == 2

@@ -1,0 +1,151 @@
+"""torch_xla.stablehlo: exported programs as StableHLO modules that run on the XLA device,
+saved to a directory and loaded again in a fresh process without the model's code."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_xla.core.xla_model as xm
+from torch_xla import _XLAC
+from torch_xla import stablehlo
+
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x, scale):
+        h = torch.relu(self.bn(self.conv(x))).flatten(1)
+        return {"logits": self.fc(h) * scale, "mean": h.mean()}
+
+
+def small_model():
+    torch.manual_seed(0)
+    model = Small().eval()
+    with torch.no_grad():  # running statistics other than the initial ones
+        model.bn.running_mean.uniform_(-0.5, 0.5)
+        model.bn.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+def assert_outputs_equal(actual, expected):
+    assert set(actual) == set(expected)
+    for key in expected:
+        assert actual[key].device.type == "xla"
+        torch.testing.assert_close(actual[key].cpu(), expected[key], rtol=1e-5, atol=1e-5)
+
+
+def test_exports_text_and_bytecode_and_runs():
+    model = small_model()
+    x, scale = torch.randn(2, 3, 8, 8), torch.tensor(3.0)
+    module = stablehlo.exported_program_to_stablehlo(torch.export.export(model, (x, scale)))
+    text = module.get_stablehlo_text()
+    assert "stablehlo.convolution" in text and "func.func public @main" in text
+    bytecode = module.get_stablehlo_bytecode()
+    assert bytecode.startswith(b"ML\xefR")  # MLIR bytecode
+    with torch.no_grad():
+        expected = model(x, scale)
+    assert_outputs_equal(module(x, scale), expected)
+    assert_outputs_equal(module(x.to(xm.xla_device()), scale), expected)  # inputs on the device
+
+
+def test_saves_and_loads_in_a_fresh_process_without_the_model(tmp_path):
+    pytest.importorskip("flatbuffers", reason="jax.export's serialized modules need flatbuffers "
+                                              "(requirements-ci.txt installs it)")
+    model = small_model()
+    x, scale = torch.randn(2, 3, 8, 8), torch.tensor(0.5)
+    stablehlo.save_torch_model_as_stablehlo(model, (x, scale), str(tmp_path / "model"))
+    names = sorted(os.listdir(tmp_path / "model" / "functions"))
+    assert names == ["forward.bytecode", "forward.jax", "forward.meta", "forward.mlir"]
+    assert sorted(os.listdir(tmp_path / "model" / "data")) == sorted(model.state_dict())
+    with torch.no_grad():
+        expected = model(x, scale)
+    torch.save({"x": x, "scale": scale, "expected": expected}, tmp_path / "io.pt")
+    # A fresh process that knows nothing of Small: only the directory and the inputs.
+    script = textwrap.dedent(f"""
+        import torch
+        from torch_xla.stablehlo import StableHLOGraphModule
+        io = torch.load({str(tmp_path / 'io.pt')!r})
+        module = StableHLOGraphModule.load({str(tmp_path / 'model')!r})
+        out = module(io["x"], io["scale"])
+        for key, value in io["expected"].items():
+            assert out[key].device.type == "xla", out[key].device
+            torch.testing.assert_close(out[key].cpu(), value, rtol=1e-5, atol=1e-5)
+        print("loaded and ran", sorted(out))
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded and ran ['logits', 'mean']" in done.stdout
+
+
+def test_dynamic_dimension_stays_symbolic():
+    model = nn.Sequential(nn.Linear(6, 3), nn.Tanh()).eval()
+    batch = torch.export.Dim("batch")
+    ep = torch.export.export(model, (torch.randn(4, 6),), dynamic_shapes=({0: batch},))
+    module = stablehlo.exported_program_to_stablehlo(ep)
+    meta = module._bundle.stablehlo_funcs[0].meta
+    user_input = meta.input_signature[[loc.type_ for loc in meta.input_locations].index(
+        stablehlo.VariableType.INPUT_ARG)]
+    assert user_input.dynamic_dims == [0]
+    assert "tensor<?x6xf32>" in module.get_stablehlo_text()
+    for n in (1, 4, 9):
+        x = torch.randn(n, 6)
+        with torch.no_grad():
+            torch.testing.assert_close(module(x).cpu(), model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_random_ops_draw_from_the_device_generator():
+    class Noisy(nn.Module):
+        def forward(self, x):
+            return x + torch.rand_like(x)
+
+    module = stablehlo.exported_program_to_stablehlo(
+        torch.export.export(Noisy(), (torch.zeros(64),)))
+    a, b = module(torch.zeros(64)).cpu(), module(torch.zeros(64)).cpu()
+    assert not torch.equal(a, b)
+    assert 0 <= a.min() and a.max() < 1
+
+
+def test_unsupported_options_say_so():
+    ep = torch.export.export(nn.Linear(2, 2), (torch.randn(1, 2),))
+    with pytest.raises(NotImplementedError, match="custom_ops_allowed_in_graph"):
+        stablehlo.exported_program_to_stablehlo(
+            ep, stablehlo.StableHLOExportOptions(custom_ops_allowed_in_graph={"my_ops"}))
+
+
+def test_weights_left_out_must_be_given():
+    ep = torch.export.export(nn.Linear(2, 2), (torch.randn(1, 2),))
+    module = stablehlo.exported_program_to_stablehlo(
+        ep, stablehlo.StableHLOExportOptions(export_weights=False))
+    with pytest.raises(RuntimeError, match="weight 'weight' is not in this module"):
+        module(torch.randn(1, 2))
+
+
+def _module_text(bytecode):
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo as hlo
+    with ir.Context() as context:
+        hlo.register_dialect(context)
+        return str(hlo.deserialize_portable_artifact(context, bytecode))
+
+
+def test_bytecode_of_the_pending_graph(dev):
+    a = torch.randn(3, 3, device=dev)
+    b = torch.tanh(a) * 2.5
+    for bytecode in (xm.get_stablehlo_bytecode([b]), _XLAC._get_stablehlo([b], "xla:0", [], True)):
+        assert bytecode.startswith(b"ML\xefR")  # MLIR bytecode
+        text = _module_text(bytecode)
+        assert "stablehlo.tanh" in text and "stablehlo.multiply" in text
+    xm.mark_step()
+    assert xm.get_stablehlo_bytecode([b]) == b""  # nothing pending any more

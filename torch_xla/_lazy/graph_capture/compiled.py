@@ -1,0 +1,241 @@
+"""A captured graph run as one XLA program on XLA tensors: what the dynamo backends return.
+
+`CompiledGraph(gm)` is called with the graph's arguments (XLA tensors as users hold them)
+and returns its results as XLA tensors. The graph is lowered once (`fx_lowering`) and
+compiled with `jax.jit` at the first call, for the arguments' device; after that a call
+reads the arguments' buffers, runs the program and wraps its outputs: no op is traced.
+Arguments still pending on the lazy path are materialised first, so compiled and lazy code
+mix. Inputs the graph writes (`copy_`: an optimizer step, batch norm's running statistics)
+get their new values, and their old buffers are donated to the program when no other
+tensor holds them (one copy of the model).
+
+Graphs with symbolic sizes are compiled once per set of concrete sizes. A graph that cannot
+be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, counted as
+`DynamoLazyGraph`. Compilations count as `DynamoCompile` and `UncachedCompile` (a program
+found in the cache of identical graphs: `CachedCompile`), runs as `DynamoExecute`.
+"""
+import collections
+import time
+import weakref
+
+import jax
+import jax.numpy as jnp
+import torch
+from jax.sharding import SingleDeviceSharding
+
+from .. import debug, metrics, rng, runtime
+from ..execution import from_cpu, materialize, to_cpu
+from ..frames import run_without_dynamo
+from ..ir import Value
+from ..tensor import XLATensor, live_tensors, to_functional, unwrap, wrap
+from . import decompose
+from .fx_lowering import GraphFunction, Unsupported
+
+_programs = {}  # structural key -> compiled program, shared by identical graphs
+
+
+def compile_graph(gm: torch.fx.GraphModule, args) -> "CompiledGraph":
+    """The compiled form of a dynamo graph: an ATen graph from AOTAutograd as it is, a graph
+    of torch-level calls (`openxla_eval`) traced to ATen first. Gradients through a graph of
+    torch-level calls need PyTorch's autograd: such a graph runs on the lazy path."""
+    if decompose.is_aten_graph(gm):
+        return CompiledGraph(gm)
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return CompiledGraph(gm, lazy="inputs require grad: use backend='openxla' to train")
+    return CompiledGraph(decompose.to_aten(gm, args))
+
+
+class CompiledGraph:
+    def __init__(self, gm: torch.fx.GraphModule, lazy: str = None):
+        self.gm = gm
+        self.lazy = lazy    # why the graph runs on the lazy path, if it does
+        self._symbolic = decompose.is_symbolic(gm)
+        self._plans = {}    # concrete sizes (symbolic graphs) -> _Plan
+        self._plan = None   # the plan of a graph with fixed sizes
+        if not self._symbolic and lazy is None:
+            self._plan = self._make_plan(decompose.decompose, gm)
+
+    def _make_plan(self, prepare, *prepare_args):
+        try:
+            return _Plan(GraphFunction(prepare(*prepare_args)))
+        except Unsupported as e:
+            self.lazy = str(e)
+            return None
+
+    def __call__(self, *args):
+        plan = self._plan
+        if self._symbolic:
+            key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
+            plan = self._plans.get(key)
+            if plan is None and self.lazy is None:
+                plan = self._plans[key] = self._make_plan(decompose.specialize, self.gm, args)
+        if plan is None:
+            metrics.count("DynamoLazyGraph")
+            return self.gm(*args)
+        return plan.run(args)
+
+
+run_without_dynamo(CompiledGraph.__call__)
+
+
+class _Plan:
+    """One lowered graph and its program on each device. The program takes the buffers of
+    the inputs the graph writes as donated arguments: each is the input's own buffer when
+    nothing else can read it later (`_donatable`), else a copy of it."""
+
+    def __init__(self, fn: GraphFunction):
+        self.fn = fn
+        self.avals = fn.input_avals
+        self.out_avals = fn.output_avals
+        self.tensor_args = fn.tensor_inputs
+        self.mutated = fn.mutated_inputs
+        self.owners = {}    # mutated input -> the XLATensors that took its value last call
+        self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
+        self.programs = {}  # device -> compiled program
+        self.key = None if fn.has_tensor_constants else (fn.gm.code, tuple(self.avals))
+
+    def run(self, args):
+        values = [_input_value(args[i]) for i in self.tensor_args]
+        device = _device_of(values)
+        values = [from_cpu(v, device) if isinstance(v, torch.Tensor) else v for v in values]
+        pending = [v for v in values if v.node is not None]
+        if pending:
+            materialize(pending)
+        program = self.programs.get(device)
+        if program is None:
+            program = self.programs[device] = self._compile(values, device)
+        seeds = tuple(rng.next_seed(device) for _ in range(self.fn.n_rng))
+        free = self._donatable(values, device)
+        args_d = tuple(values[i].data if i in free else jnp.copy(values[i].data) for i in self.mutated)
+        args_k = tuple(values[i].data for i in self.kept)
+        start = time.perf_counter_ns()
+        mutated, outs = program(args_d, args_k, seeds)
+        metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+        metrics.count("DynamoExecute")
+        written = {}
+        for i, data in zip(self.mutated, mutated):
+            shape, dtype = self.avals[i]
+            written[i] = Value(shape, dtype, device, data=data)
+            _write_back(args[self.tensor_args[i]], written[i])
+        if written:
+            self._record_owners(written, device)
+        results = []
+        for kind, x in self.fn.output_refs:
+            if kind == "value":
+                shape, dtype = self.out_avals[x]
+                results.append(to_functional(wrap(Value(shape, dtype, device, data=outs[x]))))
+            elif kind == "input":
+                results.append(args[self.tensor_args[x]])
+            else:
+                results.append(x)
+        return results
+
+    def _record_owners(self, written, device):
+        """The XLATensors holding each written value right after the write: the input's own
+        (functionalization keeps its storage's base and its current value), no other yet."""
+        by_value = {id(v): i for i, v in written.items()}
+        owners = {i: {} for i in written}  # id -> weak reference (tensors do not hash)
+        for t in live_tensors(device):
+            i = by_value.get(id(t._value))
+            if i is not None:
+                owners[i][id(t)] = weakref.ref(t)
+        self.owners = owners
+
+    def _donatable(self, values, device):
+        """The mutated inputs whose buffers the program may take: every live tensor holding
+        one took it from this graph's last write (an alias the user made since holds it
+        too, and then it stays), no pending computation reads it, no other input is it."""
+        if not self.owners:
+            return set()
+        live = live_tensors(device)
+        buffers = {id(values[i].data): i for i in self.mutated if i in self.owners}
+        foreign = set(_read_by_pending(live))
+        for t in live:
+            i = buffers.get(id(t._value.data))
+            owner = self.owners[i].get(id(t)) if i is not None else None
+            if i is not None and (owner is None or owner() is not t):
+                foreign.add(id(t._value.data))
+        inputs = collections.Counter(id(v.data) for v in values)
+        return {i for i in self.mutated if i in self.owners and id(values[i].data) not in foreign
+                and inputs[id(values[i].data)] == 1}
+
+    def _compile(self, values, device):
+        key = None if self.key is None else (self.key, device)
+        program = _programs.get(key) if key is not None else None
+        if program is not None:
+            metrics.count("CachedCompile")
+            return program
+        metrics.count("UncachedCompile")
+        metrics.count("DynamoCompile")
+        start = time.perf_counter_ns()
+        fn, n, donated, kept = self.fn, len(values), self.mutated, self.kept
+        leaf_of = {i: k for k, i in enumerate(donated + kept)}  # input -> argument
+
+        def program_fn(donated_bufs, kept_bufs, seeds):
+            leaves = donated_bufs + kept_bufs
+            return fn(tuple(leaves[leaf_of[i]] for i in range(n)), seeds)
+
+        placement = SingleDeviceSharding(runtime.jax_device(device))
+        jitted = jax.jit(program_fn, donate_argnums=(0,) if donated else (), out_shardings=placement)
+        seeds = tuple(0 for _ in range(fn.n_rng))
+        compiled = jitted.lower(tuple(values[i].data for i in donated),
+                                tuple(values[i].data for i in kept), seeds).compile()
+        metrics.sample("CompileTime", time.perf_counter_ns() - start)
+        if debug.enabled():
+            print(f"[PT_XLA_DEBUG] compiled a captured graph of {fn.n_ops} ops "
+                  f"({len(values)} inputs, {len(donated)} donated)", flush=True)
+        if key is not None:
+            _programs[key] = compiled
+        return compiled
+
+
+def _input_value(t):
+    if isinstance(t, XLATensor):
+        return t._value
+    if t.device.type == "xla":
+        return unwrap(t)._value
+    if t.dim() == 0:
+        return t  # a CPU scalar tensor meets tensors on any device, as in PyTorch
+    raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
+                       f"devices, xla:0 and {t.device}!")
+
+
+def _device_of(values):
+    devices = {v.device for v in values if isinstance(v, Value)}
+    if len(devices) > 1:
+        a, b = sorted(devices)[:2]
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least "
+                           f"two devices, xla:{a} and xla:{b}!")
+    return devices.pop() if devices else 0
+
+
+def _read_by_pending(live):
+    """ids of the buffers that pending computations of live tensors will read."""
+    buffers, seen = set(), set()
+    stack = [t._value.node for t in live if t._value.node is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for v in node.inputs:
+            if v.node is not None:
+                stack.append(v.node)
+            else:
+                buffers.add(id(v.data))
+    return buffers
+
+
+def _write_back(t, value):
+    """Gives tensor `t` (an input the graph wrote) its new value. A CPU scalar (an
+    optimizer's step count) gets it from the device, which waits for the program."""
+    if isinstance(t, XLATensor):
+        t._value = value
+        return
+    if t.device.type == "cpu":
+        with torch.no_grad():
+            t.copy_(to_cpu(value))
+        return
+    torch._functionalize_replace(t, wrap(value))
+    torch._functionalize_commit_update(t)
+    torch._sync(t)

@@ -1,0 +1,370 @@
+"""An FX graph of ATen ops as one jax function, built from the lazy path's lowerings.
+
+`GraphFunction(gm)` reads a functional ATen graph whose nodes carry PyTorch's shapes and
+dtypes in `meta['val']` and replays it on jax values: every op goes through the lowering
+the lazy path uses (`REGISTRY[op]` + `call_lowering`, outputs cast and checked against the
+node's shapes and dtypes; Scalar-typed numbers arrive as weakly typed 0-d values, as there).
+Ops with an engine meaning (aliases, copies, dtype casts, batch norm in evaluation) are
+handled here as the engine's own ops handle them. `copy_` into a graph input is a mutation:
+the function returns the input's new value beside the graph's outputs. Each random op takes
+its seed from a per-call parameter, as lazy programs do.
+
+A graph holding an op that cannot be part of one program (no lowering, an output shape that
+depends on values, a read of a value by the host, a collective, a copy to the CPU) raises
+`Unsupported`, naming the ops.
+"""
+import functools
+import operator
+
+import jax.numpy as jnp
+import torch
+from torch import fx
+from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
+
+from .. import runtime
+from ..execution import materialize
+from ..ir import In, Sc
+from ..lowering import call_lowering, load_all, lookup, scalar_arguments
+from ..tensor import unwrap
+
+aten = torch.ops.aten
+load_all()
+
+
+class Unsupported(NotImplementedError):
+    """The graph holds ops that cannot be lowered into one program."""
+
+    def __init__(self, ops):
+        self.ops = sorted(set(ops))
+        super().__init__("cannot lower into one XLA program: " + ", ".join(self.ops))
+
+
+# Ops whose value is their input's (the engine aliases them too).
+_ALIASES = {aten.detach.default, aten.alias.default, aten.detach_copy.default,
+            aten.alias_copy.default, aten.lift_fresh_copy.default, aten.lift_fresh.default,
+            aten.clone.default}
+# Checks and hints that compute nothing inside a program. `_linalg_check_errors` raises on
+# the lazy path after a read of the factorization's status; a compiled program has no host
+# to raise (README, known differences).
+_NO_VALUE = {aten._assert_tensor_metadata.default, aten._assert_scalar.default,
+             aten.sym_constrain_range_for_size.default, aten._assert_async.msg,
+             aten._linalg_check_errors.default, aten._propagate_xla_data.default}
+_EVAL_BATCH_NORMS = {aten._native_batch_norm_legit_no_training.default,
+                     aten.native_batch_norm.default,
+                     aten._native_batch_norm_legit_functional.default}
+_SIZES = {aten.sym_size.int: lambda x, d: x.shape[d], aten.sym_numel.default: lambda x: x.size,
+          aten.sym_storage_offset.default: lambda x: 0}
+# Python arithmetic on sizes (graphs with symbolic shapes).
+_PYTHON_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv,
+               operator.mod, operator.neg, operator.pow, operator.eq, operator.ne, operator.lt,
+               operator.le, operator.gt, operator.ge, torch.sym_float, torch.sym_int,
+               torch.sym_max, torch.sym_min, torch.sym_sum}
+
+
+def _copy_variant(op):
+    """The `_copy` form of a view op (`_conj` -> `_conj_copy`): what functionalization turns
+    views into on the lazy path, and what has the lowering."""
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        return None
+    packet = getattr(aten, op._schema.name.split("::")[1] + "_copy", None)
+    return getattr(packet, op._overloadname, None) if packet is not None else None
+
+
+def handled(op) -> bool:
+    """Whether an op of a graph can be lowered here (it may still be refused for its
+    arguments: a boolean index, a dynamic-shape lowering)."""
+    return (lookup(op) is not None or lookup(_copy_variant(op)) is not None or op in _ALIASES or op in _NO_VALUE or op in _SIZES
+            or op in _PYTHON_OPS or op in (aten.copy.default, aten.copy_.default, operator.getitem))
+
+
+def aval_of(val, symbols=None):
+    """(shape, dtype) of a node's tensor value, or None for a value that is not a tensor.
+    Symbolic sizes become jax's symbolic dimensions (`symbols`: name -> dimension)."""
+    if isinstance(val, torch.Tensor):
+        return tuple(dim_of(s, symbols) for s in val.shape), val.dtype
+    return None
+
+
+def dim_of(size, symbols):
+    """A size as jax takes it: an int, or for a symbolic size of torch.export the same
+    expression over jax's symbolic dimensions."""
+    if isinstance(size, int):
+        return size
+    if symbols is None:
+        raise Unsupported([f"symbolic size {size}"])
+    return _sympy_to_jax(size.node.expr, symbols)
+
+
+def _sympy_to_jax(expr, symbols):
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        if expr.name not in symbols:  # a size computed from values (an unbacked symbol)
+            raise Unsupported([f"size {expr} that depends on values"])
+        return symbols[expr.name]
+    args = [_sympy_to_jax(a, symbols) for a in expr.args]
+    if expr.is_Add:
+        return functools.reduce(operator.add, args)
+    if expr.is_Mul:
+        return functools.reduce(operator.mul, args)
+    if expr.is_Pow and expr.args[1].is_Integer and int(expr.args[1]) >= 0:
+        return args[0] ** int(expr.args[1])
+    if isinstance(expr, FloorDiv):
+        return args[0] // args[1]
+    if isinstance(expr, (Mod, PythonMod)):
+        return args[0] % args[1]
+    raise Unsupported([f"symbolic size {expr}"])
+
+
+def _cast_to(x, aval):
+    shape, dtype = aval
+    x = x.astype(runtime.to_jax_dtype(dtype))
+    return x if tuple(x.shape) == shape else jnp.broadcast_to(x, shape)
+
+
+class _Step:
+    """One node, ready to replay: how to compute it from the values before it."""
+    __slots__ = ("node", "run")
+
+    def __init__(self, node, run):
+        self.node = node
+        self.run = run  # run(env, seeds) -> the node's value
+
+
+class GraphFunction:
+    """`gm` as a jax function: `fn(inputs, seeds) -> (mutated, outputs)`.
+
+    `inputs` are the values of the graph's tensor placeholders (`tensor_inputs`: their
+    positions among all placeholders; the others are constants of the graph), `seeds` one
+    integer per random op (`n_rng`). `mutated` holds the new values of the inputs that
+    `copy_` writes (`mutated_inputs`: their positions among the tensor inputs); `outputs`
+    the graph's tensor outputs computed inside (`output_avals`). `output_refs` rebuilds
+    the graph's output list: ('value', k) output k, ('input', i) tensor input i unchanged,
+    ('const', v) a Python value, v None for None.
+
+    `symbols` maps the names of symbolic sizes (torch.export's dynamic dimensions) to jax's
+    symbolic dimensions; without it every size must be concrete.
+    """
+
+    def __init__(self, gm: fx.GraphModule, symbols=None):
+        self.gm = gm
+        self.symbols = symbols
+        self.input_avals, self.tensor_inputs, self.output_refs, self.output_avals = [], [], [], []
+        self.n_rng = 0
+        self.has_tensor_constants = False
+        self._placeholders = {}   # fx node -> tensor input position
+        self._constants = {}      # fx node -> Python value or jax array
+        self._steps, unsupported = [], []
+        self._mutations = []      # (tensor input position, fx node of the new value)
+        self._output_nodes = []
+        n_placeholders = 0
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                if isinstance(node.meta.get("val"), torch.Tensor):
+                    self.tensor_inputs.append(n_placeholders)
+                self._placeholder(node, node.meta.get("val"))
+                n_placeholders += 1
+            elif node.op == "get_attr":
+                self._constants[node] = self._attribute(node)
+            elif node.op == "call_function":
+                try:
+                    self._steps.append(_Step(node, self._plan(node)))
+                except Unsupported as e:
+                    unsupported.extend(e.ops)
+            elif node.op == "output":
+                self._outputs(node)
+            else:
+                unsupported.append(f"{node.op} {node.target}")
+        if unsupported:
+            raise Unsupported(unsupported)
+        self.mutated_inputs = [i for i, _ in self._mutations]
+        self.n_ops = len(self._steps)
+
+    # ---- reading the graph ---------------------------------------------------------------
+
+    def _placeholder(self, node, val):
+        if isinstance(val, torch.Tensor):
+            self._placeholders[node] = len(self.input_avals)
+            self.input_avals.append(aval_of(val, self.symbols))
+        else:
+            self._constants[node] = val
+
+    def _attribute(self, node):
+        """A tensor the graph holds (a constant of the program)."""
+        value = self.gm
+        for part in node.target.split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            return value
+        self.has_tensor_constants = True
+        if value.device.type == "xla":
+            v = unwrap(value)._value
+            materialize([v])
+            return v.data
+        return runtime.to_device_buffer(value, 0)  # inlined: the program's own constant
+
+    def _outputs(self, node):
+        (results,) = node.args
+        for r in (results if isinstance(results, (tuple, list)) else (results,)):
+            if isinstance(r, fx.Node) and r in self._placeholders:
+                self.output_refs.append(("input", self._placeholders[r]))
+            elif isinstance(r, fx.Node) and isinstance(r.meta.get("val"), torch.Tensor):
+                self.output_refs.append(("value", len(self._output_nodes)))
+                self._output_nodes.append(r)
+                self.output_avals.append(aval_of(r.meta["val"], self.symbols))
+            elif isinstance(r, fx.Node):
+                self.output_refs.append(("const", self._static_value(r)))
+            else:
+                self.output_refs.append(("const", r))
+
+    def _static_value(self, node):
+        """A non-tensor output (a size): computed on the graph's avals."""
+        val = node.meta.get("val")
+        if isinstance(val, (int, float, bool)) or val is None:
+            return val
+        raise Unsupported([f"{node.target} (symbolic output {val})"])
+
+    def _plan(self, node):
+        op = node.target
+        if op is operator.getitem:
+            source, index = node.args
+            return lambda env, seeds: env[source][index]
+        if op in _PYTHON_OPS:
+            return lambda env, seeds: op(*_fill(node.args, env), **_fill(node.kwargs, env))
+        if op in _SIZES:
+            size = _SIZES[op]
+            return lambda env, seeds: size(*_fill(node.args, env))
+        if op in _NO_VALUE:
+            return lambda env, seeds: None
+        if op in _ALIASES:
+            source = node.args[0]
+            return lambda env, seeds: env[source]
+        if op is aten.copy.default or op is aten.copy_.default:
+            return self._plan_copy(node)
+        if op is aten._to_copy.default:
+            return self._plan_to_copy(node)
+        lowering = lookup(op) or lookup(_copy_variant(op))
+        if lowering is None:
+            raise Unsupported([str(op)])
+        if lowering.dynamic_shape or lowering.collective:
+            raise Unsupported([f"{op} ({'output shape depends on values' if lowering.dynamic_shape else 'collective'})"])
+        if op in (aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.default,
+                  aten._unsafe_index_put.default):
+            _check_indices(node)
+        val = node.meta["val"]  # outputs the op leaves out (None) have no aval
+        avals = tuple(aval_of(v, self.symbols) for v in (val if isinstance(val, (tuple, list)) else (val,))
+                      if v is not None)
+        if op in _EVAL_BATCH_NORMS and not _training(node):
+            return self._plan_eval_batch_norm(node, lowering, avals)
+        template, in_nodes, scalars = _encode(op, node.args, node.kwargs, not lowering.static_scalars)
+        structure = node.meta["val"]
+        rng = self.n_rng if lowering.rng else None
+        self.n_rng += bool(lowering.rng)
+
+        def run(env, seeds):
+            inputs = [env[n] for n in in_nodes]
+            values = [jnp.asarray(s) for s in scalars]
+            if rng is not None:
+                values.append(seeds[rng])
+            out = call_lowering(lowering, template, inputs, values, avals)
+            if isinstance(structure, torch.Tensor):
+                return out[0]
+            present = iter(out)
+            return tuple(None if v is None else next(present) for v in structure)
+        return run
+
+    def _plan_copy(self, node):
+        dst, src = node.args[:2]
+        aval = aval_of(node.meta["val"], self.symbols)
+        if node.target is aten.copy_.default:
+            if dst not in self._placeholders:
+                raise Unsupported([f"copy_ into {dst} (not an input of the graph)"])
+            self._mutations.append((self._placeholders[dst], node))
+        return lambda env, seeds: _cast_to(env[src], aval)
+
+    def _plan_to_copy(self, node):
+        source = node.args[0]
+        target = node.kwargs.get("device")
+        here = source.meta["val"].device if isinstance(source, fx.Node) else None
+        if target is not None and here is not None and torch.device(target).type != here.type:
+            raise Unsupported([f"_to_copy from {here} to {target} (a transfer)"])
+        aval = aval_of(node.meta["val"], self.symbols)
+        return lambda env, seeds: _cast_to(env[source], aval)
+
+    def _plan_eval_batch_norm(self, node, lowering, avals):
+        """Batch norm in evaluation: the normalised input, and empty saved statistics (as the
+        engine gives them, and PyTorch's kernels)."""
+        template, in_nodes, scalars = _encode(node.target, node.args, node.kwargs,
+                                              not lowering.static_scalars)
+        first = avals[:1]
+
+        def run(env, seeds):
+            inputs = [env[n] for n in in_nodes]
+            out = call_lowering(lowering, template, inputs, [jnp.asarray(s) for s in scalars], first)
+            rest = [jnp.zeros(s, runtime.to_jax_dtype(d)) for s, d in avals[1:]]
+            return (out[0], *rest)
+        return run
+
+    # ---- the jax function ------------------------------------------------------------------
+
+    def __call__(self, inputs, seeds=()):
+        env = dict(self._constants)
+        for node, pos in self._placeholders.items():
+            env[node] = inputs[pos]
+        for step in self._steps:
+            env[step.node] = step.run(env, seeds)
+        mutated = tuple(env[n] for _, n in self._mutations)
+        return mutated, tuple(env[n] for n in self._output_nodes)
+
+
+def _training(node) -> bool:
+    if node.target is aten._native_batch_norm_legit_no_training.default:
+        return False
+    return bool(node.args[5] if len(node.args) > 5 else node.kwargs.get("training"))
+
+
+def _check_indices(node):
+    """Boolean masks as indices select a number of elements that depends on their values,
+    unless one mask alone indexes `index_put` (then the result keeps the input's shape)."""
+    indices = node.args[1]
+    masks = [i for i in indices if isinstance(i, fx.Node)
+             and i.meta["val"].dtype in (torch.bool, torch.uint8)]
+    lone = len([i for i in indices if i is not None]) == 1
+    if masks and not (lone and node.target in (aten.index_put.default, aten._unsafe_index_put.default)):
+        raise Unsupported([f"{node.target} with a boolean mask (output shape depends on values)"])
+
+
+def _fill(obj, env):
+    if isinstance(obj, fx.Node):
+        return env[obj]
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_fill(o, env) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _fill(v, env) for k, v in obj.items()}
+    return obj
+
+
+_NUMBER = (int, float, bool, complex)
+
+
+def _encode(op, args, kwargs, dynamic):
+    """The node's argument template for `call_lowering`: graph values -> `In`, numbers at
+    Scalar-typed positions -> `Sc` (weakly typed values, as on the lazy path; constants
+    for lowerings with static scalars)."""
+    flags, names = scalar_arguments(op) if dynamic else ((), frozenset())
+    in_nodes, scalars = [], []
+
+    def encode(obj, scalar):
+        if isinstance(obj, fx.Node):
+            in_nodes.append(obj)
+            return In(len(in_nodes) - 1)
+        if scalar and type(obj) in _NUMBER:
+            scalars.append(obj)
+            return Sc(len(scalars) - 1, type(obj))
+        if isinstance(obj, (tuple, list)):
+            return tuple(encode(o, scalar) for o in obj)
+        return obj
+
+    targs = tuple(encode(a, i < len(flags) and flags[i]) for i, a in enumerate(args))
+    tkwargs = tuple((k, encode(v, k in names)) for k, v in kwargs.items())
+    return (targs, tkwargs), in_nodes, scalars

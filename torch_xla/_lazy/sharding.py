@@ -1,0 +1,136 @@
+"""What `mark_sharding` and its kin call: shardings given to tensors, read back, kept.
+
+`mark(t, sharding)` gives tensor `t` a jax sharding (SPMD only, `_lazy/spmd`): data already
+on the device is laid out that way at once; a pending value gets a sharding-constraint node
+(`lowering/sharding`) that the partitioner honours, and the program's output takes that
+layout. An in-place update of a sharded tensor keeps its sharding (`propagate`, called
+where functionalization swaps a tensor's value). `local_shards` reads each device's block.
+"""
+import torch
+
+from . import runtime, spmd
+from .execution import from_cpu, materialize
+from .ir import In, Node, Value
+from .lowering.sharding import SHARDING_CONSTRAINT
+from .tensor import XLATensor, unwrap
+
+
+def _value_of(t):
+    spmd.require()
+    v = unwrap(t)._value
+    if v.device != 0:
+        raise RuntimeError(f"under SPMD xla:0 stands for every device; this tensor is on "
+                           f"xla:{v.device}")
+    return v
+
+
+def _constrained(v, s):
+    node = Node(SHARDING_CONSTRAINT, ((In(0), s), ()), (v,), (), ((v.shape, v.dtype),))
+    out = Value(v.shape, v.dtype, v.device, node=node)
+    out.sharding = s
+    return out
+
+
+def shard_data(v: Value, s) -> None:
+    """Lays buffer value `v`'s data out by sharding `s`, now."""
+    spmd.require()
+    spmd.check_fits(v.shape, s)
+    v.data = spmd.place(v.data, s)
+    v.sharding = s
+
+
+def from_process_batch(v: Value, s) -> Value:
+    """The global batch whose dim 0 is every process's buffer value `v` end to end (each
+    process loading its own part), laid out by sharding `s`."""
+    spmd.require()
+    data = spmd.from_process_batches(v.data, s)
+    out = Value(tuple(data.shape), v.dtype, v.device, data=data)
+    out.sharding = s
+    return out
+
+
+def mark(t: torch.Tensor, s) -> None:
+    """Gives `t` sharding `s`: its data is resharded now, or its pending value constrained."""
+    v = _value_of(t)
+    if v.node is None:
+        shard_data(v, s)
+    else:
+        unwrap(t)._value = _constrained(v, s)
+
+
+def copy_sharding(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """Gives `dst` the sharding `src` has, if any."""
+    s = unwrap(src)._value.sharding
+    if s is not None:
+        mark(dst, s)
+
+
+def clear(t: torch.Tensor) -> None:
+    """Forgets `t`'s sharding: a pending value loses its constraint, data stays where it is."""
+    v = _value_of(t)
+    if v.node is not None and v.node.op is SHARDING_CONSTRAINT:
+        unwrap(t)._value = v.node.inputs[0]
+    else:
+        v.sharding = None
+
+
+def propagate(old, new) -> None:
+    """Where an in-place op swaps XLATensor `old`'s value for XLATensor `new`'s: `new` keeps
+    `old`'s sharding (a new value; one `new` shares with other tensors is left alone)."""
+    if type(old) is not XLATensor or old._value.sharding is None or type(new) is not XLATensor:
+        return  # (functionalization of CPU tensors, torch.func.functionalize, comes here too)
+    s, v = old._value.sharding, new._value
+    if v.sharding is not None or v.shape != old._value.shape:
+        return
+    if v.node is None:
+        placed = Value(v.shape, v.dtype, v.device, data=spmd.place(v.data, s))
+        placed.sharding = s
+        new._value = placed
+    else:
+        new._value = _constrained(v, s)
+
+
+def spec_text(t: torch.Tensor) -> str:
+    """`t`'s sharding as torch_xla prints it; '' if it has none."""
+    v = unwrap(t)._value
+    return "" if v.sharding is None else spmd.describe(v.sharding, len(v.shape))
+
+
+def spec_kind(t: torch.Tensor):
+    """`t`'s sharding type (torch_xla's ShardingType number), or None."""
+    v = unwrap(t)._value
+    return None if v.sharding is None else spmd.kind(v.sharding, len(v.shape))
+
+
+def local_shards(t: torch.Tensor):
+    """This process's blocks of `t`: (CPU tensor, indices, device name, replica id) in device
+    order. Data not given a sharding is replicated: every device holds all of it."""
+    v = _value_of(t)
+    materialize([v])
+    if spmd.is_virtual(v.data):
+        host = runtime.to_cpu_tensor(v.data, v.dtype)
+        return [(host.clone(), Ellipsis, spmd.device_name(d), spmd.device_index(d))
+                for d in runtime.jax_devices()]
+    return [(runtime.to_cpu_tensor(data, v.dtype), indices, spmd.device_name(d), replica)
+            for d, indices, replica, data in spmd.shards(v.data, v.shape)]
+
+
+def load_local_shards(t: torch.Tensor, blocks, devices) -> None:
+    """Replaces `t`'s data by this process's `blocks` (CPU tensors), one for each of its
+    devices (named as `local_shards` names them), laid out as `t` is."""
+    v = _value_of(t)
+    materialize([v])
+    s = v.sharding if v.sharding is not None else v.data.sharding
+    if spmd.is_virtual(v.data):
+        raise RuntimeError("load_local_shards_ needs a sharded tensor (mark_sharding it first)")
+    by_name = {spmd.device_name(d): d for d in s.addressable_devices}
+    data = {}
+    for block, name in zip(blocks, devices):
+        if name not in by_name:
+            raise RuntimeError(f"{name} holds no shard of this tensor (its devices: "
+                               f"{sorted(by_name)})")
+        data[by_name[name]] = from_cpu(block, 0, dtype=v.dtype).data
+    missing = sorted(set(by_name) - {spmd.device_name(d) for d in data})
+    if missing:
+        raise RuntimeError(f"no shard given for {missing}")
+    v.data = spmd.assemble(v.shape, s, data)

@@ -1,0 +1,200 @@
+"""SPMD's data model: one virtual device over every device, values sharded on jax meshes.
+
+Under `runtime.use_spmd()` (torch_xla's `xr.use_spmd()`) xla:0 stands for every device of the runtime,
+in every process. A value's buffer is then one of two things:
+- a single-device array on device 0: data given no sharding yet (the "virtual device" of
+  torch_xla: moving it costs nothing until a sharding is known). A program that needs it
+  on the mesh places it there, replicated (`place`);
+- a global jax array over a jax `Mesh` of all devices, sharded by a `NamedSharding`
+  (`mark_sharding`), or laid out as XLA's partitioner chose for a program's output.
+`Value.sharding` is the sharding a value was given (or its buffer took in a program); the
+SPMD program (`_lazy/spmd_program`) uses it as the output's layout and jit reads the
+inputs' layouts from their arrays.
+
+Device ids are global device indices (positions in `runtime.global_devices()`), as
+torch_xla's `Mesh` numbers them, and shardings are described as torch_xla prints them
+(`{devices=[4,1,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}`).
+"""
+import functools
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+from . import runtime
+
+# torch_xla's OpSharding types (XLA's OpSharding.Type numbers)
+REPLICATED, MAXIMAL, TILED, PARTIAL = 0, 1, 3, 5
+
+
+def require() -> None:
+    if not runtime.is_spmd():
+        raise RuntimeError("SPMD is not enabled: call torch_xla.runtime.use_spmd() before "
+                           "sharding tensors")
+
+
+@functools.lru_cache(maxsize=None)
+def mesh(device_ids: tuple, shape: tuple, axis_names: tuple) -> Mesh:
+    """The jax Mesh of global devices `device_ids` (row-major over `shape`)."""
+    devices = runtime.global_devices()
+    grid = np.empty(len(device_ids), dtype=object)
+    grid[:] = [devices[i] for i in device_ids]
+    return Mesh(grid.reshape(shape), axis_names)
+
+
+def sharding(jax_mesh: Mesh, spec: tuple) -> NamedSharding:
+    """`spec` (one entry per tensor dim: an axis name, a tuple of names, or None) on `jax_mesh`."""
+    return NamedSharding(jax_mesh, PartitionSpec(*spec))
+
+
+def mesh_of(s) -> Mesh:
+    """The mesh of sharding `s` (for a sharding without one, as XLA may leave a program's
+    output: a 1-D mesh of its devices in its order)."""
+    if isinstance(s, NamedSharding):
+        return s.mesh
+    return _device_mesh(tuple(s._device_assignment))
+
+
+@functools.lru_cache(maxsize=None)
+def _device_mesh(devices):
+    grid = np.empty(len(devices), dtype=object)
+    grid[:] = devices
+    return Mesh(grid, ("devices",))
+
+
+def replicated(jax_mesh: Mesh) -> NamedSharding:
+    return NamedSharding(jax_mesh, PartitionSpec())
+
+
+def layout(s):
+    """A hashable form of sharding `s` that equivalent NamedShardings share (jax writes
+    P('x') and P('x', None) for the same layout)."""
+    if isinstance(s, NamedSharding):
+        spec = tuple(s.spec)
+        while spec and spec[-1] is None:
+            spec = spec[:-1]
+        return s.mesh, spec
+    return s
+
+
+def is_virtual(array) -> bool:
+    """Whether `array` is data on the virtual device (one device, no sharding yet)."""
+    return isinstance(array.sharding, SingleDeviceSharding)
+
+
+def fits(shape, s) -> bool:
+    """Whether every dim of `shape` divides evenly into its shards (jax arrays hold no
+    padded shards)."""
+    try:
+        s.shard_shape(tuple(shape))
+        return True
+    except ValueError:
+        return False
+
+
+def check_fits(shape, s) -> None:
+    try:
+        s.shard_shape(tuple(shape))
+    except ValueError as e:
+        raise ValueError(f"cannot shard a tensor of shape {list(shape)} this way: each sharded "
+                         f"dim must divide evenly over its mesh axes ({e})") from None
+
+
+def place(array, s):
+    """`array`'s values as a global array laid out by sharding `s`."""
+    if array.sharding == s:
+        return array
+    if array.is_fully_addressable and s.is_fully_addressable:
+        return jax.device_put(array, s)
+    if array.is_fully_addressable:  # local data for a mesh spanning processes
+        host = np.asarray(array)
+        return jax.make_array_from_callback(host.shape, s, lambda index: host[index])
+    return jax.jit(lambda x: x, out_shardings=s)(array)
+
+
+def from_process_batches(array, s, dim: int = 0):
+    """A global array laid out by `s` whose dim `dim` is every process's `array` (this
+    process's part of a batch, each process holding as many rows) put end to end."""
+    shape = list(array.shape)
+    shape[dim] *= runtime.process_count()
+    return jax.make_array_from_process_local_data(s, np.asarray(array), tuple(shape))
+
+
+@functools.lru_cache(maxsize=None)
+def _global_index():
+    return {d: i for i, d in enumerate(runtime.global_devices())}
+
+
+def device_index(jax_device) -> int:
+    """The global index of a jax device (torch_xla's device id)."""
+    return _global_index()[jax_device]
+
+
+def device_name(jax_device) -> str:
+    return f"{runtime.device_type()}:{device_index(jax_device)}"
+
+
+def describe(s, ndim: int) -> str:
+    """Sharding `s` of a rank-`ndim` value as torch_xla prints it."""
+    if isinstance(s, SingleDeviceSharding):
+        return f"{{maximal device={device_index(next(iter(s.device_set)))}}}"
+    hlo = s._to_xla_hlo_sharding(ndim)
+    if hlo.is_replicated():
+        return "{replicated}"
+    if hlo.is_maximal():
+        return f"{{maximal device={device_index(s._device_assignment[hlo.tile_assignment_devices()[0]])}}}"
+    order = s._device_assignment
+    dims = ",".join(str(d) for d in hlo.tile_assignment_dimensions())
+    ids = ",".join(str(device_index(order[p])) for p in hlo.tile_assignment_devices())
+    last = " last_tile_dim_replicate" if hlo.replicate_on_last_tile_dim() else ""
+    return f"{{devices=[{dims}]{ids}{last}}}"
+
+
+def kind(s, ndim: int) -> int:
+    """torch_xla's sharding type of `s` (REPLICATED, MAXIMAL, TILED or PARTIAL)."""
+    if isinstance(s, SingleDeviceSharding):
+        return MAXIMAL
+    hlo = s._to_xla_hlo_sharding(ndim)
+    if hlo.is_replicated():
+        return REPLICATED
+    if hlo.is_maximal():
+        return MAXIMAL
+    return PARTIAL if hlo.replicate_on_last_tile_dim() else TILED
+
+
+def shards(array, shape):
+    """This process's shards of `array`: (jax device, indices, replica id, jax data) in
+    device order. `indices` is a list of slices into the global value, or Ellipsis for a
+    replicated one; a replicated array's replica id is its device's global index."""
+    out = []
+    replicated_ = array.sharding.is_fully_replicated
+    for sh in array.addressable_shards:
+        if replicated_:
+            indices, replica = Ellipsis, device_index(sh.device)
+        else:
+            indices = [slice(*sl.indices(n)) for sl, n in zip(sh.index, shape)]
+            replica = sh.replica_id
+        out.append((sh.device, indices, replica, sh.data))
+    out.sort(key=lambda s: device_index(s[0]))
+    return out
+
+
+def assemble(shape, s, blocks):
+    """A global array of `shape` laid out by `s` from this process's blocks, a dict from jax
+    device to numpy data."""
+    arrays = [jax.device_put(blocks[d], d) for d in s.addressable_devices]
+    return jax.make_array_from_single_device_arrays(tuple(shape), s, arrays)
+
+
+def hybrid_device_ids(ici_shape, dcn_shape):
+    """Device ids of a mesh of shape ici * dcn whose dcn axes run across slices (across
+    processes where devices have no slice), in jax's performant order."""
+    from jax.experimental import mesh_utils
+    devices = list(runtime.global_devices())
+    if int(np.prod(dcn_shape)) == 1:
+        grid = mesh_utils.create_device_mesh(tuple(ici_shape), devices=devices)
+    else:
+        grid = mesh_utils.create_hybrid_device_mesh(
+            tuple(ici_shape), tuple(dcn_shape), devices=devices,
+            process_is_granule=not hasattr(devices[0], "slice_index"))
+    return [device_index(d) for d in grid.flat]

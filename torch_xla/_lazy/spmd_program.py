@@ -1,0 +1,133 @@
+"""SPMD programs: one jax.jit program over every device, partitioned by XLA.
+
+Under SPMD (`_lazy/spmd`) a step's walk (`compiler.walk`) becomes one program over a mesh of
+all devices: its sharded inputs are global arrays, jit reads their layouts from them, each
+root value given a sharding asks for it as its output's layout (`out_shardings`), and XLA's
+partitioner (Shardy/GSPMD) splits the program and inserts the collectives. Inputs still on
+the virtual device are placed on the mesh, replicated, for the call. A walk that touches no
+sharded value runs as an ordinary program on device 0 (`compiler.program_for`): its values
+are the same on every device.
+
+Programs are cached per (graph, input layouts, output layouts) in a bounded cache
+(`caches.LRUCache`), so a steady loop compiles once. Each root value records the layout
+its output took.
+"""
+import time
+
+import jax
+
+from . import compiler, debug, metrics, spmd
+from .caches import LRUCache
+from .lowering.sharding import SHARDING_CONSTRAINT
+
+_cache = LRUCache("SpmdProgram", "XLA_COMPILATION_CACHE_SIZE", 2048)
+
+
+class _Layout:
+    """How one walk runs on the mesh: its arguments placed there, and its output layouts."""
+    __slots__ = ("args", "out", "key")
+
+    def __init__(self, args, out, key):
+        self.args, self.out, self.key = args, out, key
+
+
+def _meshes(w):
+    """The meshes the walk's sharded values live on, first found first."""
+    found = {}
+    donated, kept, _ = w.args
+    for a in donated + kept:
+        if not spmd.is_virtual(a):
+            found.setdefault(spmd.mesh_of(a.sharding), None)
+    for node in w.order:
+        if node.op is SHARDING_CONSTRAINT:
+            found.setdefault(spmd.mesh_of(node.template[0][1]), None)
+    for v in w.roots:
+        if v.sharding is not None:
+            found.setdefault(spmd.mesh_of(v.sharding), None)
+    return list(found)
+
+
+def _layout(w):
+    """The walk's `_Layout`, or None if it touches no sharded value."""
+    meshes = _meshes(w)
+    if not meshes:
+        return None
+    orders = {tuple(m.devices.flat) for m in meshes}
+    if len(orders) > 1:
+        raise RuntimeError("tensors sharded over meshes with different device orders meet in one "
+                           "program; use one device order (Mesh device_ids) for all of them")
+    donated, kept, scalars = w.args
+    everywhere = spmd.replicated(meshes[0])
+    placed = [spmd.place(a, everywhere) if spmd.is_virtual(a) else a for a in donated + kept]
+    out = [v.sharding if v.sharding is not None and spmd.fits(v.shape, v.sharding) else None
+           for v in w.roots]
+    key = (w.key, tuple(spmd.layout(a.sharding) for a in placed),
+           tuple(None if s is None else spmd.layout(s) for s in out))
+    n = len(donated)
+    return _Layout((tuple(placed[:n]), tuple(placed[n:]), scalars), out, key)
+
+
+def _jitted(w, layout):
+    donate = (0,) if w.program.n_donated else ()
+    return jax.jit(w.program.run_traced, donate_argnums=donate, out_shardings=layout.out)
+
+
+def lowered(w):
+    """jax's `Lowered` for walk `w` as it would run under SPMD."""
+    layout = _layout(w)
+    if layout is None:
+        return jax.jit(w.program.run_traced).lower(*w.args)
+    return _jitted(w, layout).lower(*layout.args)
+
+
+def _compiled(w, layout):
+    compiled = _cache.get(layout.key)
+    if compiled is not None:
+        metrics.count("CachedCompile")
+        return compiled
+    metrics.count("UncachedCompile")
+    start = time.perf_counter_ns()
+    compiled = _jitted(w, layout).lower(*layout.args).compile()
+    metrics.sample("CompileTime", time.perf_counter_ns() - start)
+    if debug.enabled():
+        debug.explain_compile(w.order, w.roots)
+    _cache.put(layout.key, compiled)
+    return compiled
+
+
+def _keep_placed(w, layout):
+    """Kept (not donated) leaves placed on the mesh for this call keep their placed data, so
+    later programs do not place them again."""
+    placed = {id(a): p for a, p in zip(w.args[1], layout.args[1]) if a is not p}
+    if not placed:
+        return
+    for node in w.order:
+        for v in node.inputs:
+            if v.node is None and id(v.data) in placed:
+                v.data = placed[id(v.data)]
+
+
+def run(w):
+    """Runs walk `w` over the mesh (or on device 0 if nothing in it is sharded); returns its
+    outputs, each root value recording the layout its output took."""
+    if w.collective:
+        raise RuntimeError("xm collectives do not run under SPMD: XLA's partitioner inserts the "
+                           "collectives a sharded program needs (use mark_sharding)")
+    layout = _layout(w)
+    if layout is None:
+        compiled, args = compiler.program_for(w).compiled, w.args
+    else:
+        compiled, args = _compiled(w, layout), layout.args
+        _keep_placed(w, layout)
+    start = time.perf_counter_ns()
+    outputs = compiled(*args)
+    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    if layout is not None:
+        for v, out in zip(w.roots, outputs):
+            if v.sharding is None:
+                v.sharding = out.sharding
+    return outputs
+
+
+def cache_size() -> int:
+    return len(_cache)

@@ -1,0 +1,96 @@
+"""XLAShardedTensor: a tensor seen with its sharding, and the shards each device holds."""
+import enum
+from dataclasses import dataclass
+from typing import List, Union
+
+import torch
+from torch.utils._pytree import tree_map
+
+from torch_xla._lazy import sharding as _sharding
+
+
+class ShardingType(enum.IntEnum):
+    """XLA's OpSharding types."""
+    REPLICATED = 0
+    MAXIMAL = 1
+    TUPLE = 2
+    TILED = 3
+    MANUAL = 4
+    PARTIAL = 5
+    UNKNOWN = 6
+
+
+@dataclass
+class XLAShard:
+    """One device's block of a sharded tensor, read to the CPU when `local_shards` was asked."""
+    data: torch.Tensor
+    # Slices into the global tensor, one per dim; Ellipsis if the tensor is replicated.
+    indices: Union[type(Ellipsis), List[slice]]
+    shard_device: str  # the device holding it, e.g. 'CPU:3'
+    # 0 for a tiled tensor, the group member index for a partially replicated one, the
+    # device's global index for a replicated one.
+    replica_id: int
+
+    @property
+    def unpadded_data(self) -> torch.Tensor:
+        """The data (shards here hold no padding: sharded dims divide evenly)."""
+        return self.data
+
+
+class XLAShardedTensor(torch.Tensor):
+    """A tensor on the XLA device together with its sharding (what `mark_sharding` returns).
+
+    It behaves as `global_tensor`, the whole tensor: ops on it run on `global_tensor` and give
+    XLAShardedTensors again. `local_shards` reads the blocks on this process's devices,
+    `load_local_shards_` replaces them.
+    """
+    __slots__ = ("global_tensor", "mesh_shape", "partition_spec")
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, mesh_shape=None, partition_spec=None, *args, **kwargs):
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
+            dtype=elem.dtype, layout=elem.layout, device=elem.device,
+            requires_grad=kwargs.get("requires_grad", False))
+        r.global_tensor = elem.detach() if r.requires_grad else elem
+        inherited = elem if isinstance(elem, XLAShardedTensor) else None
+        r.mesh_shape = mesh_shape or (inherited.mesh_shape if inherited is not None else None)
+        r.partition_spec = partition_spec or (
+            inherited.partition_spec if inherited is not None else None)
+        return r
+
+    @property
+    def local_shards(self) -> List[XLAShard]:
+        return [XLAShard(data, indices, device, replica)
+                for data, indices, device, replica in _sharding.local_shards(self.global_tensor)]
+
+    def load_local_shards_(self, shards: List[XLAShard]) -> None:
+        """Replaces the data of this process's devices by `shards` (one per device)."""
+        _sharding.load_local_shards(self.global_tensor, [s.data for s in shards],
+                                    [s.shard_device for s in shards])
+
+    @property
+    def sharding_spec(self) -> str:
+        return _sharding.spec_text(self.global_tensor)
+
+    @property
+    def sharding_type(self):
+        kind = _sharding.spec_kind(self.global_tensor)
+        return None if kind is None else ShardingType(kind)
+
+    def __repr__(self):
+        return f"XLAShardedTensor({self.global_tensor})"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        def unwrap(x):
+            return x.global_tensor if isinstance(x, XLAShardedTensor) else x
+
+        def wrap(x):
+            return XLAShardedTensor(x) if isinstance(x, torch.Tensor) else x
+
+        # The global tensors are functional tensors (as users hold them): their ops must pass
+        # functionalization, which PyTorch skips below a subclass's __torch_dispatch__.
+        with torch._C._SetExcludeDispatchKeyGuard(torch._C.DispatchKey.Functionalize, False):
+            out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+        return tree_map(wrap, out)

@@ -1,0 +1,204 @@
+"""CheckpointManager: per-step SPMD checkpoints over torch.distributed.checkpoint.
+
+Each checkpoint lives in `<path>/<step>/` (written through fsspec, so any fsspec URL works)
+with the SPMD planners; a small metadata file there marks it complete, and the manager
+tracks the complete ones, oldest first, deleting the oldest beyond `max_to_keep`.
+`save_async` ends the step first: the state's values are then finished buffers that later
+steps never change (an update makes new ones), so the background thread writes a
+consistent snapshot while training goes on.
+"""
+import logging
+import os
+import pickle
+import signal
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import List, Optional
+
+import fsspec
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dist_cp
+from fsspec.core import url_to_fs
+from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
+
+import torch_xla
+import torch_xla.runtime as xr
+
+from .planners import SPMDLoadPlanner, SPMDSavePlanner
+
+_METADATA_FILE = ".manager_metadata"
+
+
+@dataclass
+class _CheckpointMetadata:
+    step: int
+    ts: datetime
+
+
+class _PreemptionNotice:
+    """Whether this runtime was told to stop: through jax's preemption sync point across
+    processes, or a SIGTERM to this one process."""
+
+    def __init__(self):
+        self.seen = False
+        if xr.process_count() == 1 and threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGTERM)
+
+            def on_sigterm(signum, frame):
+                self.seen = True
+                if callable(previous):
+                    previous(signum, frame)
+            signal.signal(signal.SIGTERM, on_sigterm)
+
+    def reached(self, step: int) -> bool:
+        if xr.process_count() > 1:
+            from jax.experimental import multihost_utils
+            return multihost_utils.reached_preemption_sync_point(step)
+        return self.seen
+
+
+class CheckpointManager:
+    """Takes and restores checkpoints identified by their step (see the module docstring).
+
+    Args:
+      path: the base path (or fsspec URL) checkpoints are written under.
+      save_interval: `save`/`save_async` take one every `save_interval` steps.
+      max_to_keep: how many checkpoints to keep (0: all).
+      max_pending_async: how many `save_async` checkpoints may be in flight.
+      num_of_threads: threads writing each checkpoint.
+      process_group: the group coordinating the checkpoint (default: a new subgroup of the
+        default one, which must exist).
+      chkpt_on_preemption: also take a checkpoint at the first step after a preemption
+        notice.
+    """
+
+    def __init__(self, path: str, save_interval: int, max_to_keep: Optional[int] = 0,
+                 max_pending_async: Optional[int] = 1, num_of_threads: Optional[int] = 1,
+                 process_group: dist.ProcessGroup = None, chkpt_on_preemption: bool = True):
+        if not dist.is_initialized():
+            raise AssertionError("A process group is required.")
+        if save_interval <= 0 or max_pending_async <= 0 or max_to_keep < 0:
+            raise AssertionError("save_interval and max_pending_async must be positive, "
+                                 "max_to_keep non-negative")
+        self.base_path = os.path.join(path, "")
+        self.save_interval = save_interval
+        self.max_to_keep = max_to_keep
+        self.num_of_threads = num_of_threads
+        self.chkpt_on_preemption = chkpt_on_preemption
+        self.pg = process_group or dist.new_group()
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._pending = threading.Semaphore(max_pending_async)
+        self._futures = []
+        self._save_lock = threading.Lock()
+        self._tracked = self._load_tracked()
+        self._preemption = _PreemptionNotice() if chkpt_on_preemption else None
+
+    def _load_tracked(self):
+        fs, raw = url_to_fs(self.base_path)
+        found = []
+        if not fs.exists(raw):
+            fs.mkdir(raw)
+        for path in fs.ls(raw, detail=False):
+            meta = os.path.join(path, _METADATA_FILE)
+            if fs.exists(meta):
+                with fs.open(meta, "rb") as f:
+                    found.append(pickle.load(f))
+            else:
+                logging.warning(f"Ignoring invalid checkpoint: {path}")
+        return deque(sorted(found, key=lambda m: m.ts))
+
+    def _path(self, step: int) -> str:
+        return os.path.join(self.base_path, str(step))
+
+    def _delete(self, step: int) -> None:
+        if dist.get_rank(self.pg) == 0:
+            fs, raw = url_to_fs(self._path(step))
+            if fs.exists(raw):
+                fs.rm(raw, recursive=True)
+
+    def _save(self, step, state_dict) -> None:
+        with self._save_lock:
+            self._delete(step)
+            self._tracked = deque(m for m in self._tracked if m.step != step)
+            dist_cp.save(state_dict=state_dict,
+                         storage_writer=FsspecWriter(self._path(step), thread_count=self.num_of_threads,
+                                                     per_thread_copy_ahead=0),
+                         planner=SPMDSavePlanner(), process_group=self.pg)
+            meta = _CheckpointMetadata(step=step, ts=datetime.now())
+            self._tracked.append(meta)
+            if dist.get_rank(self.pg) == 0:
+                with fsspec.open(os.path.join(self._path(step), _METADATA_FILE), "wb") as f:
+                    pickle.dump(meta, f)
+                while self.max_to_keep and len(self._tracked) > self.max_to_keep:
+                    self._delete(self._tracked.popleft().step)
+
+    def should_save(self, step: int) -> bool:
+        """Whether `step` is one to checkpoint: on the interval, or after a preemption notice."""
+        if self.chkpt_on_preemption and self.reached_preemption(step):
+            logging.warning(f"Preemption sync point reached at step {step}. Triggering a checkpoint.")
+            return True
+        return step % self.save_interval == 0
+
+    def save(self, step, state_dict, force: Optional[bool] = False) -> bool:
+        """Checkpoints `state_dict` at `step` if it is a step to save (or `force`), before
+        returning; returns whether it did."""
+        if not (force or self.should_save(step)):
+            return False
+        torch_xla.sync()
+        self._save(step, state_dict)
+        return True
+
+    def save_async(self, step: int, state_dict, force: Optional[bool] = False) -> bool:
+        """`save`, written by a background thread (at most `max_pending_async` at once)."""
+        if not (force or self.should_save(step)):
+            return False
+        torch_xla.sync()
+        snapshot = _snapshot(state_dict)
+        self._pending.acquire()
+        future = self._pool.submit(self._save, step, snapshot)
+        future.add_done_callback(lambda _: self._pending.release())
+        self._futures.append(future)
+        return True
+
+    def restore(self, step: int, state_dict) -> None:
+        """Loads the checkpoint of `step` into `state_dict` in place (its tensors keep their
+        shardings)."""
+        self.join()
+        if step not in self.all_steps():
+            raise AssertionError(f"No checkpoint for step {step} found.")
+        dist_cp.load(state_dict=state_dict, storage_reader=FsspecReader(self._path(step)),
+                     planner=SPMDLoadPlanner(), process_group=self.pg)
+
+    def all_steps(self) -> List[int]:
+        """The steps of every tracked checkpoint."""
+        return [m.step for m in self._tracked]
+
+    def join(self) -> None:
+        """Waits for every pending `save_async` (and raises its error, if any)."""
+        for future in self._futures:
+            future.result()
+        self._futures = []
+
+    def reached_preemption(self, step: int) -> bool:
+        """Whether a preemption notice came (all processes agree at `step`)."""
+        if self._preemption is None:
+            raise RuntimeError("this CheckpointManager was made with chkpt_on_preemption=False")
+        return self._preemption.reached(step)
+
+
+def _snapshot(obj):
+    """`obj` with each tensor replaced by a clone: on the CPU a copy, on an XLA device a new
+    tensor holding the same finished buffer (no copy; later in-place updates of the
+    original give it new buffers). A state_dict's tensors are detached views, which would
+    follow those updates."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return type(obj)((k, _snapshot(v)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_snapshot(v) for v in obj)
+    return obj

@@ -1,0 +1,188 @@
+"""The top-level torch_xla functions: devices, steps (`sync`, `compile`, `step`), `launch`
+and `manual_seed` (re-exported by `torch_xla/__init__.py`)."""
+import contextlib
+import functools
+import os
+import sys
+import weakref
+
+import torch
+import torch.distributed as dist
+
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+import torch_xla.distributed.xla_multiprocessing as xmp
+import torch_xla.utils.utils as xu
+from torch_xla import _XLAC
+
+__all__ = ["device", "devices", "real_devices", "device_count", "sync", "step", "compile",
+           "manual_seed", "launch", "set_custom_compile_options"]
+
+
+def device(index: int = None) -> torch.device:
+    """The XLA device `index` of this process (default: this thread's device: the one
+    `xm.set_replication` or DataParallel gave it, else xla:0).
+
+    Unlike torch_xla, asking for device `index` does not make it the thread's default
+    device: here that default says which replica the thread is (see `xm.set_replication`).
+    """
+    if index is None:
+        return torch.device(_XLAC._xla_get_default_device())
+    names = xm.get_xla_supported_devices()
+    if not 0 <= index < len(names):
+        raise IndexError(f"Device index {index} out of range in {names}")
+    return torch.device(names[index])
+
+
+def devices():
+    """Every XLA device this process drives."""
+    return [torch.device(d) for d in xm.get_xla_supported_devices()]
+
+
+def real_devices():
+    """The runtime's names of this process's devices: ['CPU:0', 'CPU:1', ...] (the number is
+    the device's global index in the runtime)."""
+    return _XLAC._xla_real_devices()
+
+
+def device_count() -> int:
+    """Devices this process drives."""
+    return len(real_devices())
+
+
+def sync(wait: bool = False, reset_scope: bool = True) -> None:
+    """Ends the step: runs every pending computation (one program per device; on a
+    DataParallel thread, its device's), then the closures `xm.add_step_closure` queued.
+
+    `wait` (or XLA_SYNC_WAIT=1) blocks until the programs have run. `reset_scope` is
+    accepted for torch_xla's signature: IR nodes carry no scope names here, so there is no
+    scope to keep or reset.
+    """
+    if xu.getenv_as('XLA_EMIT_STEPLOG', bool, False):
+        print('torch_xla.torch_xla::sync', file=sys.stderr, flush=True)
+    _XLAC._xla_step_marker(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait))
+    xm._run_step_closures()
+
+
+def manual_seed(seed, device=None) -> None:
+    """Seeds the random generator of XLA device `device` (default: this thread's)."""
+    xm.set_rng_state(seed, device)
+
+
+def _executions() -> int:
+    return (met.counter_value("UncachedCompile") or 0) + (met.counter_value("CachedCompile") or 0)
+
+
+class _GraphCount:
+    """The distinct graphs one compiled function has traced, against its limit."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.seen = set()
+
+    def add(self, graph_hash, name):
+        self.seen.add(graph_hash)
+        if len(self.seen) > self.limit:
+            raise RuntimeError(
+                f"torch_xla.compile({name}): maximum number of different graphs allowed per "
+                f"function exceeded: {self.limit}; this call traced graph number {len(self.seen)} "
+                f"(a new input shape or a Python branch on values changes the graph)")
+
+
+# Graph counts of live compiled functions, by the id compile() gave them.
+_graph_counts = weakref.WeakValueDictionary()
+
+
+def compile(f=None, full_graph: bool = False, name: str = None, max_different_graphs: int = None,
+            custom_compile_options: dict = None):
+    """Runs `f` (or, without `f`, the body of a `with torch_xla.compile():`) as one graph: the
+    pending computations are run first, the function's operations are traced, and its graph
+    is compiled (once per distinct graph) and run when it returns.
+
+    `full_graph=True`: raise if anything inside ran a graph before the end (a `.item()`,
+    printing a tensor, an explicit sync); here the error comes when the function returns.
+    `max_different_graphs=N`: raise when the function has traced more than N different
+    graphs (each new one means a compilation). `name` names the function in those errors.
+    `custom_compile_options`: see `set_custom_compile_options`.
+    """
+    if name is None and f is not None:
+        name = getattr(f, "__name__", None) or str(f)
+    if custom_compile_options is not None:
+        set_custom_compile_options(custom_compile_options)
+    counts = None
+    if max_different_graphs is not None:
+        counts = _GraphCount(int(max_different_graphs))
+        if f is not None:  # the count lives as long as the function
+            key = f"{name}_{id(f)}"
+            counts = _graph_counts.get(key) or counts
+            counts.limit = int(max_different_graphs)
+            _graph_counts[key] = counts
+
+    @contextlib.contextmanager
+    def region():
+        sync()
+        before = _executions()
+        yield
+        ran = _executions() - before
+        if counts is not None:
+            counts.add(_XLAC._get_graph_hash([]), name or "region")
+        sync()
+        if full_graph and ran:
+            raise RuntimeError(
+                f"torch_xla.compile({name or 'region'}, full_graph=True): {ran} graph(s) ran before "
+                f"the end of the function (a .item(), a print of a tensor, a transfer to the CPU "
+                f"or an explicit sync inside it), so it is not one graph")
+
+    if f is None:
+        return region()
+
+    @functools.wraps(f)
+    def compiled(*args, **kwargs):
+        with region():
+            return f(*args, **kwargs)
+    compiled._graph_count = counts  # keeps the count alive with the wrapper
+    return compiled
+
+
+def step():
+    """`with torch_xla.step():` runs its body as one step: pending work first, the body's
+    graph at the end (`compile()` as a context manager)."""
+    return compile()
+
+
+def set_custom_compile_options(options: dict) -> None:
+    """XLA compiler option overrides for later compilations. An empty dict clears them.
+
+    The engine compiles every program with jax's default compile options, and takes no
+    per-program overrides yet: a non-empty `options` raises. XLA_FLAGS (read by XLA when
+    the runtime starts) sets compiler flags for the whole process.
+    """
+    if options:
+        raise NotImplementedError(
+            "torch_xla custom compile options: this engine compiles with jax's default "
+            f"options and takes no overrides ({sorted(options)}); set XLA_FLAGS before the first "
+            "computation instead")
+
+
+def _join_torchelastic_processes() -> None:
+    """Under torchrun, the processes form one runtime from torchrun's RANK, WORLD_SIZE and
+    LOCAL_RANK; the coordinator's address must be given (TORCH_XLA_COORDINATOR)."""
+    if "TORCH_XLA_COORDINATOR" not in os.environ:
+        raise RuntimeError(
+            "torch_xla.launch under torchrun: set TORCH_XLA_COORDINATOR=host:port (a free port on "
+            "the host of rank 0) so that the processes join one XLA runtime")
+    os.environ.setdefault("TORCH_XLA_NUM_PROCESSES", os.environ["WORLD_SIZE"])
+    os.environ.setdefault("TORCH_XLA_PROCESS_ID", os.environ["RANK"])
+    os.environ.setdefault("TORCH_XLA_LOCAL_PROCESS_ID", os.environ["LOCAL_RANK"])
+
+
+def launch(fn, args=(), start_method: str = 'spawn', debug_single_process: bool = False):
+    """Runs `fn(index, *args)` on every device, one process each (`xmp.spawn`), and returns
+    when all have ended. Under torchelastic (torchrun) the launcher made the processes:
+    `fn(LOCAL_RANK, *args)` runs in this one. `debug_single_process`: run `fn(0, *args)` in
+    this process only."""
+    if dist.is_torchelastic_launched():
+        _join_torchelastic_processes()
+        fn(xu.getenv_as("LOCAL_RANK", int), *args)
+    else:
+        xmp.spawn(fn, args=args, nprocs=1 if debug_single_process else None, start_method=start_method)
