@@ -156,6 +156,18 @@ def test_a_number_or_cpu_scalar_divisor_raises_at_the_op():
     assert (x // 2).cpu().tolist() == [0, 1]
 
 
+def test_a_cpu_scalar_index_is_checked_at_the_op():
+    x = to_xla(ar(3))
+    xm.mark_step()
+    before = _executions()
+    with pytest.raises(RuntimeError, match="^index 5 is out of bounds for dimension 0 with size 3$"):
+        torch.gather(x, 0, torch.tensor(5))
+    with pytest.raises(IndexError, match="^out of range: tried to access index -4 on a tensor of 3"):
+        torch.take(x, torch.tensor(-4))
+    assert _executions() == before
+    assert torch.take(x, torch.tensor(-3)).item() == 0.0
+
+
 def test_off_switch(monkeypatch):
     """XLA_VALUE_CHECKS=0: no check (XLA clamps the index), no extra program output."""
     monkeypatch.setattr(value_checks, "ENABLED", False)

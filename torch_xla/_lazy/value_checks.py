@@ -132,8 +132,8 @@ def check_index(func, x, indices):
 
 
 def _checked(*ops):
-    """Registers `fn(func, *args, **kwargs)` as the value check of `ops`, made once the op
-    is traced."""
+    """Registers `fn(func, out, *args, **kwargs)` as the value check of `ops`, made once
+    the op is traced (`out`: its result)."""
     def register(fn):
         def run(func, *args, **kwargs):
             out = trace(func, REGISTRY[func], args, kwargs)
@@ -152,6 +152,8 @@ def _dim(x, dim):
     return dim, x.shape[dim]
 
 
+# PyTorch's messages for an index along dim d of size n: (d, n) -> error(value, k)
+
 def _out_of_bounds(error_type, prefix=""):
     return lambda d, n: lambda v, k: error_type(
         f"{prefix}index {v} is out of bounds for dimension {d} with size {n}")
@@ -161,7 +163,12 @@ def _out_of_self(d, n):
     return lambda v, k: IndexError("index out of range in self")
 
 
+def _indices_element(d, n):
+    return lambda v, k: RuntimeError(f"INDICES element is out of DATA bounds, id={v} axis_dim={n}")
+
+
 def _along_dim(func, x, dim, index, message, wrap=False):
+    """`index` addresses x's `dim`: in [0, n), or in [-n, n) where PyTorch `wrap`s."""
     d, n = _dim(x, dim)
     check_bounds(_op_name(func), [index], [(-n if wrap else 0, n, None)], message(d, n))
 
@@ -176,9 +183,7 @@ def _gather_scatter(func, out, x, dim, index, *args, **kwargs):
 def _index_select(func, out, x, dim, index):
     # PyTorch's CPU kernel for dim 1 of a matrix has a message of its own
     two_d = len(x.shape) == 2 and _dim(x, dim)[0] == 1
-    message = (lambda d, n: lambda v, k: RuntimeError(
-        f"INDICES element is out of DATA bounds, id={v} axis_dim={n}")) if two_d else _out_of_self
-    _along_dim(func, x, dim, index, message)
+    _along_dim(func, x, dim, index, _indices_element if two_d else _out_of_self)
 
 
 @_checked(aten.index_add.default)
