@@ -1,7 +1,7 @@
 """Ops with a meaning to the engine beyond a lowering: transfers between devices and the
 host, reads of values, aliases, and ops whose arguments need the engine before they can be
-traced (indices on the CPU, batch norm's running statistics, linalg error checks). Each is
-registered with the dispatch entry by `@engine_op`.
+traced (indices on the CPU, batch norm's running statistics, linalg error checks, random
+ops' argument checks). Each is registered with the dispatch entry by `@engine_op`.
 """
 import torch
 
@@ -83,6 +83,13 @@ def _equal(a, b):
     return bool(_local_scalar_dense(dispatch(aten.all.default, (dispatch(aten.eq.Tensor, (a, b), {}),), {})))
 
 
+@engine_op(aten.allclose.default)
+def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """PyTorch's definition, isclose(...).all(), read from the device (a sync)."""
+    close = dispatch(aten.isclose.default, (a, b, rtol, atol, equal_nan), {})
+    return bool(_local_scalar_dense(dispatch(aten.all.default, (close,), {})))
+
+
 @engine_op(aten._linalg_check_errors.default)
 def _linalg_check_errors(info, api_name, is_matrix):
     """PyTorch's error for a failed factorization (`info` != 0). PyTorch checks at the op;
@@ -97,6 +104,36 @@ def _linalg_check_errors(info, api_name, is_matrix):
         except RuntimeError as e:
             raise value_checks.deferred_error(e, api_name, where) from None
     defer_check(info._value, check)
+
+
+_checked = set()  # (op, shape, dtype, static arguments) whose argument checks passed
+
+
+def _cpu_checks(func, x, shape, *args, **kwargs):
+    """PyTorch's argument checks (and messages) for a random op: its CPU kernel run on a
+    stand-in of x (ones of `shape`, x's dtype) with a private generator, once per signature,
+    so the user's CPU random stream is untouched."""
+    key = (func, tuple(shape), x.dtype, args, tuple(sorted(kwargs.items())))
+    if key in _checked:
+        return
+    func(torch.ones((), dtype=x.dtype).expand(shape), *args, generator=torch.Generator(), **kwargs)
+    _checked.add(key)
+
+
+@engine_op(aten.multinomial.default)
+def _multinomial(x, num_samples, replacement=False, generator=None):
+    """(Its meta kernel checks none of sample counts, categories and dtypes.)"""
+    _cpu_checks(aten.multinomial.default, x, x.shape, int(num_samples), replacement)
+    return trace(aten.multinomial.default, REGISTRY[aten.multinomial.default],
+                 (x, num_samples, replacement), {})
+
+
+@engine_op(aten.uniform.default)
+def _uniform(x, from_=0.0, to=1.0, generator=None, **kwargs):
+    """(Its range checks depend on the bounds' values, which are program parameters.)"""
+    low = kwargs.get("from", from_)
+    _cpu_checks(aten.uniform.default, x, (1,), float(low), float(to))
+    return trace(aten.uniform.default, REGISTRY[aten.uniform.default], (x, low, to), {})
 
 
 @engine_op(aten.lift_fresh.default)

@@ -244,6 +244,9 @@ def to_device_buffer(t: torch.Tensor, index: int):
     if t.layout != torch.strided:
         raise unsupported_layout(t.layout)
     to_jax_dtype(t.dtype)  # a dtype the device cannot hold is refused by name
+    if t.dim() > 64:
+        raise RuntimeError(f"tensors of more than 64 dimensions are not supported on XLA "
+                           f"devices (this one has {t.dim()})")
     t = t.detach().resolve_conj().resolve_neg().contiguous()
     if t.dtype in _BITCAST:
         array = t.view(_BITCAST[t.dtype]).numpy().view(to_jax_dtype(t.dtype))
