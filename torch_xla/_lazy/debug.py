@@ -147,15 +147,40 @@ def _frames():
         frame = frame.f_back
 
 
+def user_location():
+    """The innermost frame of user code on this thread's stack as (path, line number,
+    function), or None when the whole stack is library code (an autograd thread)."""
+    for f in _frames():
+        path = _user_path(f.f_code.co_filename)
+        if path is not None:
+            return path, f.f_lineno, f.f_code.co_name
+    return None
+
+
+def describe_location(location):
+    """`user_location()`'s result as ('file:line in function', source line), or None."""
+    if location is None:
+        return None
+    path, line, function = location
+    return f"{path}:{line} in {function}", linecache.getline(path, line).strip()
+
+
 def user_frame():
     """The innermost frame of user code on this thread's stack as ('file:line in function',
     source line), or None when the whole stack is library code (an autograd thread)."""
-    for f in _frames():
-        path = os.path.abspath(f.f_code.co_filename)
-        if not path.startswith(_LIBRARY_DIRS) and not path.startswith("<"):
-            source = linecache.getline(path, f.f_lineno).strip()
-            return f"{path}:{f.f_lineno} in {f.f_code.co_name}", source
-    return None
+    return describe_location(user_location())
+
+
+_user_paths = {}  # a code object's file name -> its absolute path if user code, else None
+
+
+def _user_path(filename):
+    try:
+        return _user_paths[filename]
+    except KeyError:
+        path = os.path.abspath(filename)
+        user = not path.startswith(_LIBRARY_DIRS) and not path.startswith("<")
+        return _user_paths.setdefault(filename, path if user else None)
 
 
 def trigger():
