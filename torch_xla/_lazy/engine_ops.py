@@ -5,7 +5,7 @@ registered with the dispatch entry by `@engine_op`.
 """
 import torch
 
-from . import debug
+from . import user_code
 from .dispatch import dispatch, engine_op, trace
 from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
@@ -89,7 +89,7 @@ def _linalg_check_errors(info, api_name, is_matrix):
     here the check waits for the program that computes `info` (the end of the step, or a
     host read before it), so it costs no device run of its own. The error is PyTorch's
     own, from its check on the CPU copy, naming the user's line that called the op."""
-    where = debug.user_frame()
+    where = user_code.user_frame()
 
     def check(cpu_info):
         try:
