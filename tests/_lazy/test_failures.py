@@ -94,3 +94,21 @@ def test_an_op_the_backward_pass_made_names_the_line_that_called_backward(dev, m
     torch.tanh(w).sum().backward()  # the next step trains
     xm.mark_step()
     torch.testing.assert_close(w.grad.cpu(), torch.full((13, 7), 1 - torch.tanh(torch.tensor(1.0)).item() ** 2))
+
+
+def test_a_failing_collective_names_the_line_of_its_call(dev, monkeypatch):
+    from torch_xla._lazy.collectives import ALL_REDUCE
+
+    def fails(*args, **kwargs):
+        raise ValueError("all_reduce fails on purpose")
+    monkeypatch.setattr(ALL_REDUCE, "fn", fails)
+    x = torch.full((11, 3), 2.0, device=dev)  # shapes no other test traces
+    line = inspect.currentframe().f_lineno + 1
+    y = xm.all_reduce("sum", x)
+    with pytest.raises(RuntimeError, match="failed to compile.*all_reduce fails on purpose") as info:
+        xm.mark_step()
+    assert f"made at {__file__}:{line} in " in str(info.value), str(info.value)
+    with pytest.raises(RuntimeError, match="this tensor has no value"):
+        y.cpu()
+    monkeypatch.undo()
+    assert xm.all_reduce("sum", x).cpu().tolist() == [[2.0] * 3] * 11  # the next step works

@@ -180,7 +180,7 @@ def _describe_failure(w, position, cause):
 
 def _made_at(node) -> str:
     if node.origin is None:
-        return "made by library code alone (no user line known)"
+        return "no user line known"
     where, source = user_code.describe(node.origin)
     source = f" (`{source}`)" if source else ""
     return f"made by the backward pass called at {where}{source}" if node.origin[3] else \
