@@ -5,7 +5,7 @@ ops' argument checks). Each is registered with the dispatch entry by `@engine_op
 """
 import torch
 
-from . import debug, value_checks
+from . import user_code, value_checks
 from .dispatch import dispatch, engine_op, trace
 from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
@@ -96,7 +96,7 @@ def _linalg_check_errors(info, api_name, is_matrix):
     here the check waits for the program that computes `info` (the end of the step, or a
     host read before it), so it costs no device run of its own. The error is PyTorch's
     own, from its check on the CPU copy, naming the user's line that called the op."""
-    where = debug.user_location()
+    where = user_code.user_line()
 
     def check(cpu_info):
         try:
