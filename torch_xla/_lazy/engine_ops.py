@@ -95,14 +95,15 @@ def _linalg_check_errors(info, api_name, is_matrix):
     """PyTorch's error for a failed factorization (`info` != 0). PyTorch checks at the op;
     here the check waits for the program that computes `info` (the end of the step, or a
     host read before it), so it costs no device run of its own. The error is PyTorch's
-    own, from its check on the CPU copy, naming the user's line that called the op."""
-    where = user_code.user_line()
+    own, from its check on the CPU copy, naming the user's line that called the op (or,
+    for a backward pass's op, the line that called backward)."""
+    origin = user_code.user_line()
 
     def check(cpu_info):
         try:
             aten._linalg_check_errors(cpu_info, api_name, is_matrix=is_matrix)
         except RuntimeError as e:
-            raise value_checks.deferred_error(e, api_name, where) from None
+            raise value_checks.deferred_error(e, api_name, origin) from None
     defer_check(info._value, check)
 
 

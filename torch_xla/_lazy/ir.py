@@ -55,7 +55,7 @@ class Node:
         self.scalars = scalars        # tuple of Python scalars, program parameters
         self.avals = avals            # tuple[(shape, torch.dtype)] of the outputs
         self.key = (op.name, template, avals)
-        self.origin = origin          # the user's (file, line, function) that made it, or None
+        self.origin = origin          # `user_code.user_line()` of the call that made it, or None
 
 
 class Value:

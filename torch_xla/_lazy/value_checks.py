@@ -38,8 +38,11 @@ def deferred_error(error, op_name, location):
     """`error` (PyTorch's, from a check made after the step's program ran) with a line
     saying so and naming the op and the user's line that called it (`location`, from
     `user_code.user_line` when the op was traced)."""
-    where = user_code.describe(location) if location else None
-    line = f" at {where[0]}: {where[1]}" if where else ""
+    line = ""
+    if location is not None:
+        where, source = user_code.describe(location)
+        by_backward = "by the backward pass called " if location[3] else ""
+        line = f" {by_backward}at {where}: {source}"
     return type(error)(f"{error}\n(on XLA checked once the step's program ran, not at the op: "
                        f"{op_name} was called{line})")
 
