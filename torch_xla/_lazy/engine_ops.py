@@ -5,7 +5,7 @@ ops' argument checks). Each is registered with the dispatch entry by `@engine_op
 """
 import torch
 
-from . import debug
+from . import user_code, value_checks
 from .dispatch import dispatch, engine_op, trace
 from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
@@ -104,16 +104,15 @@ def _linalg_check_errors(info, api_name, is_matrix):
     """PyTorch's error for a failed factorization (`info` != 0). PyTorch checks at the op;
     here the check waits for the program that computes `info` (the end of the step, or a
     host read before it), so it costs no device run of its own. The error is PyTorch's
-    own, from its check on the CPU copy, naming the user's line that called the op."""
-    where = debug.user_frame()
+    own, from its check on the CPU copy, naming the user's line that called the op (or,
+    for a backward pass's op, the line that called backward)."""
+    origin = user_code.user_line()
 
     def check(cpu_info):
         try:
             aten._linalg_check_errors(cpu_info, api_name, is_matrix=is_matrix)
         except RuntimeError as e:
-            line = f" at {where[0]}: {where[1]}" if where else ""
-            raise type(e)(f"{e}\n(on XLA checked once the step's program ran, not at the op: "
-                          f"{api_name} was called{line})") from None
+            raise value_checks.deferred_error(e, api_name, origin) from None
     defer_check(info._value, check)
 
 
@@ -175,7 +174,10 @@ def _indices(x, indices, masks):
 
 @engine_op(aten.index.Tensor, aten._unsafe_index.Tensor, with_op=True)
 def _index(func, x, indices):
-    return trace(func, REGISTRY[func], (x, _indices(x, indices, False)), {})
+    indices = _indices(x, indices, False)
+    out = trace(func, REGISTRY[func], (x, indices), {})
+    value_checks.check_index(func, x, indices)
+    return out
 
 
 @engine_op(aten.index_put.default, aten._unsafe_index_put.default, with_op=True)
@@ -183,7 +185,10 @@ def _index_put(func, x, indices, values, accumulate=False):
     # A lone boolean mask is lowered statically (its result has x's shape).
     lone_mask = sum(i is not None for i in indices) == 1 and any(
         i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
-    return trace(func, REGISTRY[func], (x, _indices(x, indices, lone_mask), values, accumulate), {})
+    indices = _indices(x, indices, lone_mask)
+    out = trace(func, REGISTRY[func], (x, indices, values, accumulate), {})
+    value_checks.check_index(func, x, indices)
+    return out
 
 
 @engine_op(aten._propagate_xla_data.default)
