@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import torch_xla.debug.metrics as met
-from tests.conftest import assert_same
+from tests.conftest import assert_lowered, assert_same
 
 
 def _idx(d, *values):
@@ -47,6 +47,14 @@ REFUSED = [
                                                              torch.zeros(4, 6, device=d)),
     lambda d: (lambda mask: torch.masked_select(mask.clone(), mask, out=mask))(
         _idx(d, True, False, True)),
+    # elementwise ops: a result that cannot be cast to out's dtype, an out with elements
+    # written twice, an out over some of an input's elements
+    lambda d: torch.add(torch.rand(3, device=d), 1, out=torch.empty(3, dtype=torch.long, device=d)),
+    lambda d: torch.sqrt(_idx(d, 1, 4), out=torch.empty(2, dtype=torch.long, device=d)),
+    lambda d: torch.mul(torch.rand(3, device=d), 2, out=_expanded(d, 3)),
+    lambda d: (lambda x: torch.add(x[:-1], 1, out=x[1:]))(torch.rand(4, device=d)),
+    # the autograd refusal, for ops with a derivative
+    lambda d: torch.floor(torch.rand(3, device=d, requires_grad=True), out=torch.empty(3, device=d)),
 ]
 
 
@@ -71,6 +79,14 @@ ACCEPTED = [
     # views of one base that do not overlap
     lambda d: (lambda buf: torch.index_select(buf[:2], 0, _idx(d, 1, 0), out=buf[2:]))(
         torch.arange(8., device=d).view(4, 2)),
+    # elementwise ops: an out that is an input, a result cast to out's dtype
+    lambda d: (lambda x: torch.add(x, 1, out=x))(torch.arange(3., device=d)),
+    lambda d: (lambda x: torch.mul(x[1:], 2, out=x[1:]))(torch.arange(4., device=d)),
+    lambda d: torch.eq(torch.arange(3., device=d), 1, out=torch.empty(3, dtype=torch.long, device=d)),
+    lambda d: torch.add(_idx(d, 1, 2), 1, out=torch.empty(2, device=d)),
+    # no derivative, no autograd refusal
+    lambda d: torch.eq(torch.arange(3., device=d, requires_grad=True), 1,
+                       out=torch.empty(3, dtype=torch.bool, device=d)),
 ]
 
 
@@ -83,6 +99,7 @@ def test_accepted_out_arguments_are_written_as_on_the_cpu_without_a_cpu_run(dev,
         warnings.simplefilter("ignore")  # resizing a non-empty out warns on both
         actual = make(dev)
     assert not met.counter_value("OutArgumentProbe")
+    assert_lowered()  # the views' layouts are read without the CPU
     assert_same(actual, expected)
 
 

@@ -60,7 +60,8 @@ def _encode_call(func, args, kwargs, dynamic):
             return cpu_tensor(obj)
         if t is torch.SymInt:
             obj = int(obj)
-        sig.append(obj)
+        # 3 and 3.0 (and True and 1) are equal keys but give other dtypes: typed in the key
+        sig.append((t, obj) if t in _NUMBER else obj)
         return obj
 
     def cpu_tensor(t):

@@ -76,6 +76,15 @@ def _alias(x, *args, **kwargs):
     return wrap(x._value)
 
 
+@engine_op(aten._has_same_storage_numel.default)
+def _has_same_storage_numel(base, other):
+    """Metadata only (autograd's view replay, `Tensor._view_func`, asks it): an XLA tensor's
+    storage is its own elements (it looks contiguous, with no offset)."""
+    def storage_numel(t):
+        return t.numel() if isinstance(t, XLATensor) else t.untyped_storage().nbytes() // t.itemsize
+    return storage_numel(base) == other.numel()
+
+
 @engine_op(aten.equal.default)
 def _equal(a, b):
     if tuple(a.shape) != tuple(b.shape):
