@@ -8,11 +8,11 @@ where functionalization swaps a tensor's value). `local_shards` reads each devic
 """
 import torch
 
-from . import runtime, spmd
+from . import manual, runtime, spmd
 from .execution import from_cpu, materialize
 from .ir import In, Node, Value
 from .lowering.sharding import SHARDING_CONSTRAINT
-from .tensor import XLATensor, unwrap
+from .tensor import XLATensor, to_functional, unwrap, wrap
 
 
 def _value_of(t):
@@ -52,10 +52,25 @@ def from_process_batch(v: Value, s) -> Value:
 def mark(t: torch.Tensor, s) -> None:
     """Gives `t` sharding `s`: its data is resharded now, or its pending value constrained."""
     v = _value_of(t)
+    if manual.inside(v):
+        raise RuntimeError("mark_sharding: this tensor is in manual sharding mode (one shard per "
+                           "device); give the sharding after disable_manual_sharding")
     if v.node is None:
         shard_data(v, s)
     else:
         unwrap(t)._value = _constrained(v, s)
+
+
+def enter_manual(t: torch.Tensor, s) -> torch.Tensor:
+    """The per-device shard view of `t` laid out by `s`, in manual sharding mode
+    (`_lazy/manual`)."""
+    return to_functional(wrap(manual.enter(_value_of(t), s)))
+
+
+def leave_manual(t: torch.Tensor, s, full_shape) -> torch.Tensor:
+    """The global tensor of `full_shape`, laid out by `s`, whose shards are those of `t` (a
+    tensor in manual sharding mode)."""
+    return to_functional(wrap(manual.leave(_value_of(t), s, full_shape)))
 
 
 def copy_sharding(src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -80,6 +95,8 @@ def propagate(old, new) -> None:
     if type(old) is not XLATensor or old._value.sharding is None or type(new) is not XLATensor:
         return  # (functionalization of CPU tensors, torch.func.functionalize, comes here too)
     s, v = old._value.sharding, new._value
+    if manual.is_manual(s):
+        return  # a new value of a manual region is in it: it has no layout to keep
     if v.sharding is not None or v.shape != old._value.shape:
         return
     if v.node is None:
@@ -93,12 +110,16 @@ def propagate(old, new) -> None:
 def spec_text(t: torch.Tensor) -> str:
     """`t`'s sharding as torch_xla prints it; '' if it has none."""
     v = unwrap(t)._value
+    if manual.is_manual(v.sharding):
+        return "{manual}"
     return "" if v.sharding is None else spmd.describe(v.sharding, len(v.shape))
 
 
 def spec_kind(t: torch.Tensor):
     """`t`'s sharding type (torch_xla's ShardingType number), or None."""
     v = unwrap(t)._value
+    if manual.is_manual(v.sharding):
+        return manual.MANUAL
     return None if v.sharding is None else spmd.kind(v.sharding, len(v.shape))
 
 

@@ -82,9 +82,23 @@ def is_virtual(array) -> bool:
     return isinstance(array.sharding, SingleDeviceSharding)
 
 
-def fits(shape, s) -> bool:
-    """Whether every dim of `shape` divides evenly into its shards (jax arrays hold no
-    padded shards)."""
+def _axes(entry) -> tuple:
+    return () if entry is None else entry if type(entry) is tuple else (entry,)
+
+
+def splits(shape, s) -> tuple:
+    """How many shards each dim of `shape` is split into by NamedSharding `s`."""
+    spec = tuple(s.spec) + (None,) * (len(shape) - len(s.spec))
+    return tuple(int(np.prod([s.mesh.shape[a] for a in _axes(e)], dtype=int)) for e in spec)
+
+
+def _uneven_dims(shape, s):
+    if not isinstance(s, NamedSharding):
+        return [] if _shard_shape_ok(shape, s) else [None]
+    return [d for d, (n, k) in enumerate(zip(shape, splits(shape, s))) if n % k]
+
+
+def _shard_shape_ok(shape, s) -> bool:
     try:
         s.shard_shape(tuple(shape))
         return True
@@ -92,12 +106,29 @@ def fits(shape, s) -> bool:
         return False
 
 
+def fits(shape, s) -> bool:
+    """Whether every dim of `shape` divides evenly into its shards (jax arrays hold no
+    padded shards)."""
+    return not _uneven_dims(shape, s)
+
+
 def check_fits(shape, s) -> None:
-    try:
-        s.shard_shape(tuple(shape))
-    except ValueError as e:
-        raise ValueError(f"cannot shard a tensor of shape {list(shape)} this way: each sharded "
-                         f"dim must divide evenly over its mesh axes ({e})") from None
+    """Raises ValueError naming the first dim of `shape` that `s` cannot split evenly."""
+    uneven = _uneven_dims(shape, s)
+    if not uneven:
+        return
+    d = uneven[0]
+    if d is None:
+        raise ValueError(f"cannot lay out a tensor of shape {list(shape)} by {s}: each sharded "
+                         "dim must divide evenly over its devices")
+    axes = _axes((tuple(s.spec) + (None,) * len(shape))[d])
+    k = splits(shape, s)[d]
+    raise ValueError(
+        f"cannot shard dim {d} of a tensor of shape {list(shape)} over mesh axes "
+        f"{', '.join(repr(a) for a in axes)} ({k} devices): its size {shape[d]} does not divide "
+        f"evenly by {k}. Data on the devices is held in jax arrays, which have no padded "
+        "shards: pad the dim to a multiple of the axes' size, or shard another dim (a "
+        "sharding constraint on an intermediate, or a manual region, may be uneven)")
 
 
 def place(array, s):

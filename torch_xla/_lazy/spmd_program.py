@@ -16,7 +16,7 @@ import time
 
 import jax
 
-from . import compiler, debug, metrics, spmd
+from . import compiler, debug, manual, metrics, spmd
 from .caches import LRUCache
 from .lowering.sharding import SHARDING_CONSTRAINT
 
@@ -41,6 +41,8 @@ def _meshes(w):
     for node in w.order:
         if node.op is SHARDING_CONSTRAINT:
             found.setdefault(spmd.mesh_of(node.template[0][1]), None)
+        elif node.op is manual.REGION:
+            found.setdefault(manual.region_mesh(node), None)
     for v in w.roots:
         if v.sharding is not None:
             found.setdefault(spmd.mesh_of(v.sharding), None)

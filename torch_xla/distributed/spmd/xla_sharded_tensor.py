@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import List, Union
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from torch_xla._lazy import sharding as _sharding
 
@@ -48,11 +48,11 @@ class XLAShardedTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, mesh_shape=None, partition_spec=None, *args, **kwargs):
+        requires_grad = kwargs.get("requires_grad", False)
         r = torch.Tensor._make_wrapper_subclass(
             cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
-            dtype=elem.dtype, layout=elem.layout, device=elem.device,
-            requires_grad=kwargs.get("requires_grad", False))
-        r.global_tensor = elem.detach() if r.requires_grad else elem
+            dtype=elem.dtype, layout=elem.layout, device=elem.device, requires_grad=requires_grad)
+        r.global_tensor = elem.detach() if requires_grad else elem
         inherited = elem if isinstance(elem, XLAShardedTensor) else None
         r.mesh_shape = mesh_shape or (inherited.mesh_shape if inherited is not None else None)
         r.partition_spec = partition_spec or (
@@ -82,7 +82,39 @@ class XLAShardedTensor(torch.Tensor):
         return f"XLAShardedTensor({self.global_tensor})"
 
     @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # Ops run on the global tensors, above autograd and functionalization, so that an
+        # XLAShardedTensor meets plain tensors as its global tensor would, gradients
+        # included. An op that gives back an argument (in place) gives back that argument
+        # as it was passed; other XLA tensors it gives are wrapped.
+        passed = {}
+
+        def unwrap(x):
+            if isinstance(x, XLAShardedTensor):
+                passed[id(x.global_tensor)] = x
+                return x.global_tensor
+            if isinstance(x, torch.Tensor):
+                passed[id(x)] = x
+            return x
+
+        def wrap(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            if id(x) in passed:
+                return passed[id(x)]
+            return XLAShardedTensor(x) if x.device.type == "xla" else x
+
+        args, kwargs = tree_map(unwrap, args), tree_map(unwrap, kwargs or {})
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **kwargs)
+        leaves, structure = tree_flatten(out)
+        if not any(isinstance(x, torch.Tensor) for x in leaves):
+            return out  # (sizes, numbers: as they are)
+        return tree_unflatten([wrap(x) for x in leaves], structure)
+
+    @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        # What reaches the dispatcher without a torch function (autograd's own calls).
         def unwrap(x):
             return x.global_tensor if isinstance(x, XLAShardedTensor) else x
 

@@ -253,16 +253,64 @@ def apply_backward_optimization_barrier(m: torch.nn.Module) -> None:
     m.register_full_backward_hook(barrier)
 
 
-def _manual_sharding_unavailable(name):
-    raise NotImplementedError(
-        f"{name}: manual sharding regions (per-shard code between SPMDFullToShardShape and "
-        "SPMDShardToFullShape) are not available in this torch_xla; shard with mark_sharding "
-        "and let XLA's partitioner insert the collectives")
+class _EnterManual(torch.autograd.Function):
+    """The shard view of a global tensor; its gradient leaves the manual region again."""
+
+    @staticmethod
+    def forward(ctx, t, sharding):
+        ctx.sharding, ctx.full_shape = sharding, tuple(t.shape)
+        return _sharding.enter_manual(t, sharding)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _sharding.leave_manual(grad, ctx.sharding, ctx.full_shape), None
 
 
-def enable_manual_sharding(t, partition_spec, *, mesh=None):
-    _manual_sharding_unavailable("enable_manual_sharding")
+class _LeaveManual(torch.autograd.Function):
+    """The global tensor of a shard view; its gradient enters the manual region."""
+
+    @staticmethod
+    def forward(ctx, t, sharding, full_shape):
+        ctx.sharding = sharding
+        return _sharding.leave_manual(t, sharding, full_shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _sharding.enter_manual(grad, ctx.sharding), None, None
 
 
-def disable_manual_sharding(t, partition_spec, full_shape, *, mesh=None):
-    _manual_sharding_unavailable("disable_manual_sharding")
+def _mesh_or_global(mesh, name) -> Mesh:
+    mesh = get_global_mesh() if mesh is None else mesh
+    _check(mesh is not None, f"{name}: no mesh given and no global mesh set (set_global_mesh)")
+    return mesh
+
+
+def enable_manual_sharding(t: Union[torch.Tensor, XLAShardedTensor], partition_spec: PartitionSpec,
+                           *, mesh: Optional[Mesh] = None) -> XLAShardedTensor:
+    """`t` laid out by `partition_spec` over `mesh` (the global mesh if None), seen as one
+    shard per device: the result has a shard's shape, and ops on it and on what is computed
+    from it run per shard, with no partitioning and no collectives (XLA's manual sharding;
+    a dim that does not divide is padded at its end). Pass the results to
+    `disable_manual_sharding` before reading them or ending the step."""
+    mesh = _mesh_or_global(mesh, "enable_manual_sharding")
+    g = _global(t)
+    _check(len(g.shape) == len(partition_spec), f"Partition spec length ({len(partition_spec)}) "
+                                                f"should be equal to the input rank ({len(g.shape)}).")
+    sharding = mesh._sharding(tuple(partition_spec))
+    if _spmd.fits(g.shape, sharding):
+        _sharding.mark(g, sharding)
+    view = _EnterManual.apply(g, sharding)
+    return wrap_as_sharded_tensor(view, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
+
+
+def disable_manual_sharding(t: Union[torch.Tensor, XLAShardedTensor], partition_spec: PartitionSpec,
+                            full_shape: torch.Size, *, mesh: Optional[Mesh] = None) -> XLAShardedTensor:
+    """The global tensor of `full_shape` whose shards, laid out by `partition_spec` over
+    `mesh` (the global mesh if None), are those of `t`, a tensor in manual sharding mode:
+    ends the manual region."""
+    mesh = _mesh_or_global(mesh, "disable_manual_sharding")
+    g = _global(t)
+    _check(len(g.shape) == len(partition_spec), f"Partition spec length ({len(partition_spec)}) "
+                                                f"should be equal to the input rank ({len(g.shape)}).")
+    out = _LeaveManual.apply(g, mesh._sharding(tuple(partition_spec)), tuple(full_shape))
+    return wrap_as_sharded_tensor(out, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
