@@ -11,7 +11,7 @@ import torch
 from . import manual, runtime, spmd
 from .execution import from_cpu, materialize
 from .ir import In, Node, Value
-from .lowering.sharding import SHARDING_CONSTRAINT
+from .lowering.sharding import SHARD_ALIKE, SHARDING_CONSTRAINT
 from .tensor import XLATensor, to_functional, unwrap, wrap
 
 
@@ -49,16 +49,41 @@ def from_process_batch(v: Value, s) -> Value:
     return out
 
 
-def mark(t: torch.Tensor, s) -> None:
-    """Gives `t` sharding `s`: its data is resharded now, or its pending value constrained."""
+def _outside_regions(t: torch.Tensor, what: str) -> Value:
     v = _value_of(t)
     if manual.inside(v):
-        raise RuntimeError("mark_sharding: this tensor is in manual sharding mode (one shard per "
+        raise RuntimeError(f"{what}: this tensor is in manual sharding mode (one shard per "
                            "device); give the sharding after disable_manual_sharding")
+    return v
+
+
+def mark(t: torch.Tensor, s) -> None:
+    """Gives `t` sharding `s`: its data is resharded now, or its pending value constrained."""
+    v = _outside_regions(t, "mark_sharding")
     if v.node is None:
         shard_data(v, s)
     else:
         unwrap(t)._value = _constrained(v, s)
+
+
+def annotate(t: torch.Tensor, s) -> None:
+    """Gives `t` a sharding constraint `s` in the graph, data or pending: its data stays as
+    it is laid out, the next program lays its value out by `s`."""
+    unwrap(t)._value = _constrained(_outside_regions(t, "annotate_custom_sharding"), s)
+
+
+def shard_alike(x: torch.Tensor, y: torch.Tensor):
+    """Tensors equal to `x` and `y` that XLA's partitioner lays out alike (jax's
+    `shard_alike`), whichever layout it picks."""
+    vx = _outside_regions(x, "shard_as")
+    vy = _outside_regions(y, "shard_as")
+    if vx.shape != vy.shape:
+        raise ValueError(f"shard_as: tensors of shapes {list(vx.shape)} and {list(vy.shape)} "
+                         "cannot be laid out alike (their shapes must be equal)")
+    node = Node(SHARD_ALIKE, ((In(0), In(1)), ()), (vx, vy), (),
+                ((vx.shape, vx.dtype), (vy.shape, vy.dtype)))
+    return tuple(to_functional(wrap(Value(v.shape, v.dtype, v.device, node=node, index=i)))
+                 for i, v in enumerate((vx, vy)))
 
 
 def enter_manual(t: torch.Tensor, s) -> torch.Tensor:

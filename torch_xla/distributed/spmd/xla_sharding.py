@@ -12,6 +12,7 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
@@ -184,6 +185,50 @@ def mark_sharding(t: Union[torch.Tensor, XLAShardedTensor], mesh: Mesh,
                                                 f"should be equal to the input rank ({len(t.shape)}).")
     _sharding.mark(_global(t), mesh._sharding(tuple(partition_spec)))
     return wrap_as_sharded_tensor(t, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
+
+
+def annotate_custom_sharding(t: Union[torch.Tensor, XLAShardedTensor], mesh: Mesh,
+                             partition_spec: PartitionSpec) -> XLAShardedTensor:
+    """Adds a sharding constraint for XLA's partitioner on `t` (in place), leaving its data
+    as it is laid out now: the next program lays the value out by `partition_spec`. Unlike
+    `mark_sharding`, data already on the devices is not resharded here."""
+    _check(len(t.shape) == len(partition_spec), f"Partition spec length ({len(partition_spec)}) "
+                                                f"should be equal to the input rank ({len(t.shape)}).")
+    _sharding.annotate(_global(t), mesh._sharding(tuple(partition_spec)))
+    return wrap_as_sharded_tensor(t, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
+
+
+class _ShardAs(torch.autograd.Function):
+    """Two tensors laid out alike; their gradients are laid out alike too."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        return _sharding.shard_alike(x, y)
+
+    @staticmethod
+    def backward(ctx, gx, gy):
+        if gx is None or gy is None:
+            return gx, gy
+        return _sharding.shard_alike(gx, gy)
+
+
+def shard_as(a, b):
+    """`a` and `b` (pytrees of the same structure) again, each pair of tensors laid out
+    alike by XLA's partitioner, whichever layout it picks (jax's `shard_alike`): use at
+    least one of the results. None leaves must be None in both."""
+    a_flat, a_structure = tree_flatten(a)
+    b_flat, b_structure = tree_flatten(b)
+    _check(a_structure == b_structure,
+           f"a and b must have the same structure. got {a_structure} and {b_structure}")
+    a_out, b_out = [], []
+    for x, y in zip(a_flat, b_flat):
+        if x is None or y is None:
+            _check(x is None and y is None, "a None leaf of a must be None in b, and back")
+        else:
+            x, y = _ShardAs.apply(_global(x), _global(y))
+        a_out.append(x)
+        b_out.append(y)
+    return tree_unflatten(a_out, a_structure), tree_unflatten(b_out, b_structure)
 
 
 def clear_sharding(t: Union[torch.Tensor, XLAShardedTensor]) -> torch.Tensor:
