@@ -1,5 +1,8 @@
-"""SPMD checks of the layout hints beyond mark_sharding: `shard_as` and
-`annotate_custom_sharding` (registered into tests/distributed/_spmd_harness.CHECKS)."""
+"""SPMD checks of the layout hints beyond mark_sharding: `shard_as`,
+`annotate_custom_sharding`, the einsum linear (registered into
+tests/distributed/_spmd_harness.CHECKS)."""
+import copy
+
 import numpy as np
 import torch
 
@@ -50,3 +53,29 @@ def annotate_custom_sharding_constrains_without_resharding():
     assert 'custom_call_target="Sharding", sharding={devices=[1,1,1,8]' in hlo, hlo
     xm.mark_step()
     assert spec(xt) == custom and torch.equal(xt.cpu(), t)
+
+
+@check
+def einsum_linear_matches_nn_linear():
+    """apply_xla_patch_to_nn_linear: the same parameters, the same outputs and gradients as
+    nn.Linear on the CPU, with the batch sharded over a 2-D mesh."""
+    from torch_xla.distributed.spmd.xla_sharding import EinsumLinear, apply_xla_patch_to_nn_linear
+    torch.manual_seed(3)
+    cpu = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4, bias=False))
+    model = apply_xla_patch_to_nn_linear(copy.deepcopy(cpu).to('xla'))
+    assert isinstance(model[0], EinsumLinear) and isinstance(model[2], EinsumLinear)
+    assert model[2].bias is None
+    mesh = xs.Mesh(np.arange(N), (4, 2), ('data', 'model'))
+    xs.mark_sharding(model[0].weight, mesh, ('model', None))
+    x = torch.randn(8, 3, 16)
+    xx = x.to('xla')
+    xs.mark_sharding(xx, mesh, ('data', None, None))
+    out = model(xx)
+    assert type(out.grad_fn).__name__ == "XLAPatchedLinearBackward"
+    out.pow(2).sum().backward()
+    cpu(x).pow(2).sum().backward()
+    for p, q in zip(model.parameters(), cpu.parameters()):
+        assert torch.allclose(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
+    y = xs.xla_patched_nn_linear_forward(model[0], xx)
+    assert torch.allclose(y.cpu(), torch.nn.functional.linear(x, cpu[0].weight, cpu[0].bias),
+                          atol=1e-5)

@@ -109,6 +109,12 @@ def manual_region_is_differentiable():
     out = xs.disable_manual_sharding(view.pow(3), ('x', None), (16, 4), mesh=mesh).global_tensor
     out.sum().backward()
     assert torch.allclose(xw.grad.cpu(), 3 * w.pow(2), atol=1e-5)
+    # a gradient of zeros (sign's) leaves the region too
+    xv = w.to('xla').requires_grad_()
+    view = xs.enable_manual_sharding(xv, ('x', None), mesh=mesh).global_tensor
+    out = xs.disable_manual_sharding(view.sign(), ('x', None), (16, 4), mesh=mesh).global_tensor
+    out.sum().backward()
+    assert torch.equal(xv.grad.cpu(), torch.zeros(16, 4))
 
 
 @check

@@ -10,7 +10,8 @@ from .xla_sharding import (HybridMesh, MarkShardingFunction, Mesh, ShardingSpec,
                            clear_sharding, disable_manual_sharding, enable_manual_sharding,
                            get_1d_mesh, get_global_mesh, mark_sharding,
                            mark_sharding_with_gradients, set_global_mesh, shard_as,
-                           wrap_as_sharded_tensor, wrap_if_sharded)
+                           wrap_as_sharded_tensor, wrap_if_sharded, XLAPatchedLinear,
+                           xla_patched_nn_linear_forward)
 
 __all__ = [
     "XLAShard", "XLAShardedTensor", "Mesh", "HybridMesh", "ShardingType", "ShardingSpec",
@@ -18,4 +19,5 @@ __all__ = [
     "get_1d_mesh", "wrap_if_sharded", "wrap_as_sharded_tensor", "set_global_mesh",
     "get_global_mesh", "enable_manual_sharding", "disable_manual_sharding",
     "apply_backward_optimization_barrier", "shard_as", "annotate_custom_sharding",
+    "XLAPatchedLinear", "xla_patched_nn_linear_forward",
 ]

@@ -19,6 +19,8 @@ import torch_xla.runtime as xr
 from torch_xla._lazy import sharding as _sharding
 from torch_xla._lazy import spmd as _spmd
 
+from .einsum_linear import (EinsumLinear, XLAPatchedLinear,  # noqa: F401  (upstream's home
+                            apply_xla_patch_to_nn_linear, xla_patched_nn_linear_forward)  # of them)
 from .xla_sharded_tensor import ShardingType, XLAShardedTensor  # noqa: F401  (ShardingType lives here too)
 
 PartitionSpec = Tuple[Union[Tuple[Union[int, str], ...], int, str, None], ...]
