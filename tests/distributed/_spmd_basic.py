@@ -174,8 +174,6 @@ def intermediates_take_a_sharding_constraint():
     xs.mark_sharding(xa, mesh, ('x', None))
     assert spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
     assert torch.allclose((xa + 1).cpu(), a * 2 + 1)
-    raises(ValueError, lambda: xs.mark_sharding(torch.randn(9, 4).to('xla'), mesh, ('x', None)),
-           "divide evenly")
     xb = a.to('xla') * 3
     xs.mark_sharding(xb, mesh, ('x', None))
     xs.clear_sharding(xb)  # the constraint is gone from the graph

@@ -1,4 +1,4 @@
-"""SPMD checks of the layout hints beyond mark_sharding: `shard_as`,
+"""SPMD checks of layouts beyond even mark_sharding: dims that do not divide, `shard_as`,
 `annotate_custom_sharding`, the einsum linear (registered into
 tests/distributed/_spmd_harness.CHECKS)."""
 import copy
@@ -9,9 +9,77 @@ import torch
 import torch_xla
 import torch_xla._XLAC
 import torch_xla.core.xla_model as xm
+import torch_xla.distributed.parallel_loader as pl
 import torch_xla.distributed.spmd as xs
 
-from ._spmd_harness import N, check, raises, spec
+from ._spmd_harness import N, check, close, compiles, raises, spec
+
+
+@check
+def uneven_data_shards_are_padded():
+    """9 rows over 8 devices: shards of 2 rows, the last ones padded (as XLA pads), read
+    and loaded back; programs partition the tensor as its sharding says."""
+    mesh = xs.Mesh(np.arange(N), (N,), ('x',))
+    a = torch.randn(9, 4)
+    xa = a.to('xla')
+    xt = xs.mark_sharding(xa, mesh, ('x', None))
+    assert spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    shards = xt.local_shards
+    assert [s.data.shape[0] for s in shards] == [2] * N
+    assert [s.unpadded_data.shape[0] for s in shards] == [2, 2, 2, 2, 1, 0, 0, 0]
+    assert [(s.indices[0].start, s.indices[0].stop) for s in shards][3:6] == [(6, 8), (8, 9), (9, 9)]
+    assert all(torch.equal(s.unpadded_data, a[tuple(s.indices)]) for s in shards)
+    assert torch.equal(shards[4].data[1:], torch.zeros(1, 4))  # the padding
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([xa * 2])
+    assert 'custom_call_target="Sharding", sharding={devices=[8,1]' in hlo, hlo
+    assert torch.allclose((xa * 2).cpu(), a * 2)
+    xt.load_local_shards_([xs.XLAShard(s.data * 2, s.indices, s.shard_device, s.replica_id)
+                           for s in shards])
+    assert torch.allclose(xa.cpu(), a * 2) and spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    xt.load_local_shards_([xs.XLAShard(s.unpadded_data, s.indices, s.shard_device, s.replica_id)
+                           for s in shards])  # unpadded blocks do too
+    assert torch.allclose(xa.cpu(), a)
+
+
+@check
+def uneven_parameters_train_as_on_one_device():
+    """A linear layer of 3 outputs, its weight and bias split over 8 devices: the same
+    losses as on the CPU, compiled once."""
+    mesh = xs.Mesh(np.arange(N), (N,), ('x',))
+    torch.manual_seed(4)
+    ref = torch.nn.Linear(5, 3)
+    model = copy.deepcopy(ref).to('xla')
+    xs.mark_sharding(model.weight, mesh, ('x', None))
+    xs.mark_sharding(model.bias, mesh, ('x',))
+    opt, ref_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref))
+    counts = []
+    for _ in range(4):
+        x = torch.randn(16, 5)
+        ref_loss = ref(x).pow(2).mean()
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        xx = x.to('xla')
+        xs.mark_sharding(xx, mesh, ('x', None))
+        loss = model(xx).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        xm.mark_step()
+        close(loss.item(), ref_loss.item())
+        counts.append(compiles())
+    assert counts[1] == counts[-1], counts
+    assert spec(model.weight) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    assert torch.allclose(model.weight.cpu(), ref.weight, atol=1e-6)
+
+
+@check
+def uneven_batches_from_several_processes_name_the_dim():
+    mesh = xs.Mesh(np.arange(N), (2, 4), ('data', 'model'))
+    loader = pl.MpDeviceLoader([torch.randn(4, 6)], torch_xla.device(),
+                               input_sharding=xs.ShardingSpec(mesh, (None, 'model'), minibatch=True))
+    raises(ValueError, lambda: next(iter(loader)),
+           "cannot shard dim 1 of a tensor of shape [4, 6] over mesh axes 'model' (4 devices)")
 
 
 @check

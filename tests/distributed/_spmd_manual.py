@@ -115,13 +115,3 @@ def manual_region_is_differentiable():
     out = xs.disable_manual_sharding(view.sign(), ('x', None), (16, 4), mesh=mesh).global_tensor
     out.sum().backward()
     assert torch.equal(xv.grad.cpu(), torch.zeros(16, 4))
-
-
-@check
-def uneven_data_shards_name_the_dim():
-    mesh = xs.Mesh(np.arange(N), (2, 4), ('data', 'model'))
-    raises(ValueError, lambda: xs.mark_sharding(torch.randn(4, 6).to('xla'), mesh, ('data', 'model')),
-           "cannot shard dim 1 of a tensor of shape [4, 6] over mesh axes 'model' (4 devices)")
-    raises(ValueError, lambda: xs.mark_sharding(torch.randn(4, 12).to('xla'), mesh,
-                                                (None, ('data', 'model'))),
-           "dim 1 of a tensor of shape [4, 12] over mesh axes 'data', 'model' (8 devices)")

@@ -6,6 +6,7 @@ on the device is laid out that way at once; a pending value gets a sharding-cons
 layout. An in-place update of a sharded tensor keeps its sharding (`propagate`, called
 where functionalization swaps a tensor's value). `local_shards` reads each device's block.
 """
+import numpy as np
 import torch
 
 from . import manual, runtime, spmd
@@ -34,8 +35,7 @@ def _constrained(v, s):
 def shard_data(v: Value, s) -> None:
     """Lays buffer value `v`'s data out by sharding `s`, now."""
     spmd.require()
-    spmd.check_fits(v.shape, s)
-    v.data = spmd.place(v.data, s)
+    v.data = spmd.lay_out(v.data, v.shape, s)
     v.sharding = s
 
 
@@ -125,7 +125,7 @@ def propagate(old, new) -> None:
     if v.sharding is not None or v.shape != old._value.shape:
         return
     if v.node is None:
-        placed = Value(v.shape, v.dtype, v.device, data=spmd.place(v.data, s))
+        placed = Value(v.shape, v.dtype, v.device, data=spmd.lay_out(v.data, v.shape, s))
         placed.sharding = s
         new._value = placed
     else:
@@ -157,13 +157,18 @@ def local_shards(t: torch.Tensor):
         host = runtime.to_cpu_tensor(v.data, v.dtype)
         return [(host.clone(), Ellipsis, spmd.device_name(d), spmd.device_index(d))
                 for d in runtime.jax_devices()]
+    if v.sharding is not None and not spmd.fits(v.shape, v.sharding):
+        blocks = spmd.padded_shards(v.data, v.shape, v.sharding)
+    else:
+        blocks = spmd.shards(v.data, v.shape)
     return [(runtime.to_cpu_tensor(data, v.dtype), indices, spmd.device_name(d), replica)
-            for d, indices, replica, data in spmd.shards(v.data, v.shape)]
+            for d, indices, replica, data in blocks]
 
 
 def load_local_shards(t: torch.Tensor, blocks, devices) -> None:
     """Replaces `t`'s data by this process's `blocks` (CPU tensors), one for each of its
-    devices (named as `local_shards` names them), laid out as `t` is."""
+    devices (named as `local_shards` names them), laid out as `t` is (the blocks of a dim
+    that does not divide padded or not)."""
     v = _value_of(t)
     materialize([v])
     s = v.sharding if v.sharding is not None else v.data.sharding
@@ -179,4 +184,7 @@ def load_local_shards(t: torch.Tensor, blocks, devices) -> None:
     missing = sorted(set(by_name) - {spmd.device_name(d) for d in data})
     if missing:
         raise RuntimeError(f"no shard given for {missing}")
-    v.data = spmd.assemble(v.shape, s, data)
+    if spmd.fits(v.shape, s):
+        v.data = spmd.assemble(v.shape, s, data)
+    else:
+        v.data = spmd.from_padded_blocks(v.shape, s, {d: np.asarray(b) for d, b in data.items()})

@@ -9,7 +9,10 @@ in every process. A value's buffer is then one of two things:
   (`mark_sharding`), or laid out as XLA's partitioner chose for a program's output.
 `Value.sharding` is the sharding a value was given (or its buffer took in a program); the
 SPMD program (`_lazy/spmd_program`) uses it as the output's layout and jit reads the
-inputs' layouts from their arrays.
+inputs' layouts from their arrays. A sharding with a dim that does not divide over its
+mesh axes cannot lay a jax array out (jax arrays hold no padded shards): such data is held
+replicated, programs constrain it to its sharding, and its shards are read padded, as XLA
+pads them (`lay_out`, `padded_shards`).
 
 Device ids are global device indices (positions in `runtime.global_devices()`), as
 torch_xla's `Mesh` numbers them, and shardings are described as torch_xla prints them
@@ -126,9 +129,54 @@ def check_fits(shape, s) -> None:
     raise ValueError(
         f"cannot shard dim {d} of a tensor of shape {list(shape)} over mesh axes "
         f"{', '.join(repr(a) for a in axes)} ({k} devices): its size {shape[d]} does not divide "
-        f"evenly by {k}. Data on the devices is held in jax arrays, which have no padded "
-        "shards: pad the dim to a multiple of the axes' size, or shard another dim (a "
-        "sharding constraint on an intermediate, or a manual region, may be uneven)")
+        f"evenly by {k}")
+
+
+def padded_shape(shape, s) -> tuple:
+    """`shape` with each dim rounded up to a multiple of its number of shards under `s`."""
+    return tuple(-(-n // k) * k for n, k in zip(shape, splits(shape, s)))
+
+
+def lay_out(array, shape, s):
+    """`array` (a value of `shape`) laid out for sharding `s`: by `s` itself, or, where a dim
+    does not divide (jax arrays hold no padded shards), replicated over its mesh; programs
+    then constrain it to `s` (`spmd_program`), and its shards are read padded
+    (`padded_shards`), as XLA pads them."""
+    return place(array, lay_out_sharding(shape, s))
+
+
+def padded_shards(array, shape, s):
+    """This process's shards of the value `array` laid out by `s` whose dims need not
+    divide, as `shards` gives them: each block padded with zeros at its end to the shard
+    shape, its indices clipped to the value (a block all padding has empty ones)."""
+    whole = np.asarray(place(array, replicated(s.mesh)).addressable_shards[0].data)
+    padded = padded_shape(shape, s)
+    whole = np.pad(whole, [(0, p - n) for n, p in zip(shape, padded)])
+    blocks = jax.make_array_from_callback(padded, s, lambda index: whole[index])
+    return [(d, indices if indices is Ellipsis else
+             [slice(min(sl.start, n), min(sl.stop, n), 1) for sl, n in zip(indices, shape)],
+             replica, data) for d, indices, replica, data in shards(blocks, padded)]
+
+
+def from_padded_blocks(shape, s, blocks):
+    """The value of `shape` whose shards under `s` (dims need not divide) are this process's
+    `blocks` (a dict from jax device to numpy data, each padded or not), laid out as
+    `lay_out` lays it out."""
+    padded = padded_shape(shape, s)
+    shard = tuple(p // k for p, k in zip(padded, splits(shape, s)))
+    full = {d: np.pad(b, [(0, m - n) for n, m in zip(b.shape, shard)]) for d, b in blocks.items()}
+    return _cropper(tuple(shape), lay_out_sharding(shape, s))(assemble(padded, s, full))
+
+
+@functools.lru_cache(maxsize=64)
+def _cropper(shape, out_sharding):
+    crop = tuple(slice(0, n) for n in shape)
+    return jax.jit(lambda x: x[crop], out_shardings=out_sharding)
+
+
+def lay_out_sharding(shape, s):
+    """The sharding `lay_out` gives a value of `shape` for sharding `s`."""
+    return s if fits(shape, s) else replicated(s.mesh)
 
 
 def place(array, s):
@@ -148,6 +196,7 @@ def from_process_batches(array, s, dim: int = 0):
     process's part of a batch, each process holding as many rows) put end to end."""
     shape = list(array.shape)
     shape[dim] *= runtime.process_count()
+    check_fits(shape, s)
     return jax.make_array_from_process_local_data(s, np.asarray(array), tuple(shape))
 
 

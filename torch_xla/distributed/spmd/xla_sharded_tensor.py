@@ -22,7 +22,8 @@ class ShardingType(enum.IntEnum):
 
 @dataclass
 class XLAShard:
-    """One device's block of a sharded tensor, read to the CPU when `local_shards` was asked."""
+    """One device's block of a sharded tensor, read to the CPU when `local_shards` was asked
+    (padded at its end to the shard shape where a dim does not divide, as XLA pads)."""
     data: torch.Tensor
     # Slices into the global tensor, one per dim; Ellipsis if the tensor is replicated.
     indices: Union[type(Ellipsis), List[slice]]
@@ -33,8 +34,10 @@ class XLAShard:
 
     @property
     def unpadded_data(self) -> torch.Tensor:
-        """The data (shards here hold no padding: sharded dims divide evenly)."""
-        return self.data
+        """The data less the padding the last blocks of a dim that does not divide hold."""
+        if self.indices is Ellipsis:
+            return self.data
+        return self.data[tuple(slice(0, i.stop - i.start) for i in self.indices)]
 
 
 class XLAShardedTensor(torch.Tensor):
