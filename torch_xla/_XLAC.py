@@ -15,6 +15,7 @@ from torch_xla._lazy import metrics as _metrics
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
 from torch_xla._lazy import runtime as _runtime
 from torch_xla._lazy import sharding as _sharding
+from torch_xla._lazy import spmd as _spmd
 from torch_xla._lazy import tensor as _tensor
 
 
@@ -167,3 +168,57 @@ def _get_xla_sharding_spec(t) -> str:
 def _get_xla_sharding_type(t):
     """`t`'s sharding type (an OpSharding type number), None if it has none."""
     return _sharding.spec_kind(t)
+
+
+def _get_xla_sharding_specs(tensors) -> list:
+    return [_sharding.spec_text(t) for t in tensors]
+
+
+class OpSharding:
+    """XLA's OpSharding: a layout over the devices, as torch_xla's scripts pass one around.
+    Built from torch_xla's arguments (`OpSharding(tile_assignment, group_assignment,
+    replication_groups, sharding_type)`: see `_lazy.spmd.from_tile_assignment`), or got
+    from a mesh (`Mesh.get_op_sharding`) or a tensor (`_get_xla_op_sharding`)."""
+    __slots__ = ("sharding", "rank")
+
+    def __init__(self, tile_assignment, group_assignment, replication_groups, sharding_type):
+        self.sharding = _spmd.from_tile_assignment(tile_assignment, group_assignment,
+                                                   replication_groups, int(sharding_type))
+        self.rank = len(self.sharding.spec)
+
+    @classmethod
+    def of(cls, sharding, rank: int) -> "OpSharding":
+        """The OpSharding of a jax sharding, for tensors of `rank` dims."""
+        op = cls.__new__(cls)
+        op.sharding, op.rank = sharding, rank
+        return op
+
+    def __eq__(self, other):
+        return (type(other) is OpSharding
+                and _spmd.describe(self.sharding, self.rank) == _spmd.describe(other.sharding, other.rank))
+
+    def __hash__(self):
+        return hash(_spmd.describe(self.sharding, self.rank))
+
+    def __repr__(self):
+        return f"OpSharding({_spmd.describe(self.sharding, self.rank)})"
+
+
+def _get_xla_op_sharding(t):
+    """`t`'s sharding as an OpSharding, None if it has none or is in manual sharding mode."""
+    s = _sharding.sharding_of(t)
+    return None if s is None else OpSharding.of(s, len(t.shape))
+
+
+def _xla_mark_sharding(t, op_sharding: OpSharding) -> None:
+    """`mark_sharding` with an OpSharding."""
+    _sharding.mark(t, op_sharding.sharding)
+
+
+def _xla_annotate_custom_sharding(t, op_sharding: OpSharding) -> None:
+    """`annotate_custom_sharding` with an OpSharding."""
+    _sharding.annotate(t, op_sharding.sharding)
+
+
+def _xla_clear_sharding(t) -> None:
+    _sharding.clear(t)

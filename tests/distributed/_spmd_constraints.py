@@ -147,3 +147,33 @@ def einsum_linear_matches_nn_linear():
     y = xs.xla_patched_nn_linear_forward(model[0], xx)
     assert torch.allclose(y.cpu(), torch.nn.functional.linear(x, cpu[0].weight, cpu[0].bias),
                           atol=1e-5)
+
+
+@check
+def op_shardings_pass_layouts_around():
+    """torch_xla._XLAC's OpSharding: from a mesh, from a tensor, built from torch_xla's
+    arguments, given to tensors (the idiom that lays a gradient out as its parameter)."""
+    OpSharding = torch_xla._XLAC.OpSharding
+    mesh = xs.Mesh(np.arange(N), (2, 4), ('a', 'b'))
+    t = torch.randn(4, 8).to('xla')
+    assert torch_xla._XLAC._get_xla_op_sharding(t) is None
+    tiled = mesh.get_op_sharding(('a', 'b'))
+    torch_xla._XLAC._xla_mark_sharding(t, tiled)
+    assert spec(t) == "{devices=[2,4]0,1,2,3,4,5,6,7}" and repr(tiled) == f"OpSharding({spec(t)})"
+    assert torch_xla._XLAC._get_xla_op_sharding(t) == tiled
+    grad = torch.zeros_like(t)
+    torch_xla._XLAC._xla_mark_sharding(grad, torch_xla._XLAC._get_xla_op_sharding(t))
+    assert spec(grad) == spec(t)
+    assert OpSharding(np.arange(N).reshape(2, 4).tolist(), [], [], xs.ShardingType.TILED) == tiled
+    partial = OpSharding(np.arange(N).reshape(2, 4).tolist(), [[0], [1]],
+                         [[0, 1, 2, 3], [4, 5, 6, 7]], xs.ShardingType.PARTIAL)
+    assert partial == mesh.get_op_sharding(('a', None)) and partial != tiled
+    u = torch.randn(4, 8).to('xla')
+    torch_xla._XLAC._xla_mark_sharding(u, partial)
+    assert spec(u) == "{devices=[2,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}", spec(u)
+    assert torch.allclose((u + t).cpu(), u.cpu() + t.cpu())
+    replicated = OpSharding([], [], [], xs.ShardingType.REPLICATED)
+    torch_xla._XLAC._xla_annotate_custom_sharding(u, replicated)
+    assert spec(u) == "{replicated}"
+    assert torch_xla._XLAC._get_xla_sharding_specs([t, u]) == [spec(t), "{replicated}"]
+    raises(ValueError, lambda: OpSharding([], [], [], xs.ShardingType.MANUAL), "type 4")

@@ -73,6 +73,7 @@ def manual_tensors_live_only_inside_a_program():
     view = xs.enable_manual_sharding(a.to('xla'), ('x', None), mesh=mesh).global_tensor
     doubled = view * 2
     raises(RuntimeError, lambda: doubled.cpu(), "manual sharding mode")
+    raises(Exception, lambda: torch_xla._XLAC._get_xla_tensors_hlo([view]), "manual sharding mode")
     kept = torch.ones(3).to('xla') + 1
     xm.mark_step()  # a step with manual tensors alive: they stay pending, the rest runs
     assert torch.equal(kept.cpu(), torch.full((3,), 2.))

@@ -27,16 +27,18 @@ from .lowering import Lowering
 MANUAL = 4  # torch_xla's ShardingType.MANUAL
 
 
-class ManualSharding:
-    """The `sharding` of a value entering a manual region: the layout its shards come from."""
-    __slots__ = ("named",)
+class _Manual:
+    """The `sharding` of a value entering a manual region (printed `{manual}`)."""
 
-    def __init__(self, named):
-        self.named = named
+    def __repr__(self):
+        return "{manual}"
+
+
+MANUAL_SHARDING = _Manual()
 
 
 def is_manual(s) -> bool:
-    return type(s) is ManualSharding
+    return s is MANUAL_SHARDING
 
 
 _INSIDE = ("a tensor in manual sharding mode (from enable_manual_sharding) holds one shard per "
@@ -68,7 +70,7 @@ def enter(v: Value, s) -> Value:
     shape = shard_shape(v.shape, s)
     node = Node(ENTRY, ((In(0), s), ()), (v,), (), ((shape, v.dtype),))
     out = Value(shape, v.dtype, v.device, node=node)
-    out.sharding = ManualSharding(s)
+    out.sharding = MANUAL_SHARDING
     _entries.add(out)
     return out
 

@@ -140,6 +140,12 @@ def spec_text(t: torch.Tensor) -> str:
     return "" if v.sharding is None else spmd.describe(v.sharding, len(v.shape))
 
 
+def sharding_of(t: torch.Tensor):
+    """The jax sharding `t` was given (or its data took), None if none or manual."""
+    s = unwrap(t)._value.sharding
+    return None if manual.is_manual(s) else s
+
+
 def spec_kind(t: torch.Tensor):
     """`t`'s sharding type (torch_xla's ShardingType number), or None."""
     v = unwrap(t)._value

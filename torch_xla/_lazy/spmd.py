@@ -266,6 +266,28 @@ def assemble(shape, s, blocks):
     return jax.make_array_from_single_device_arrays(tuple(shape), s, arrays)
 
 
+def from_tile_assignment(tile_assignment, group_assignment, replication_groups, type_: int):
+    """The NamedSharding XLA's OpSharding describes, given as torch_xla builds one:
+    REPLICATED; TILED with `tile_assignment` (device ids, one axis per tensor dim); PARTIAL
+    with `group_assignment` (ids of replication groups, one axis per tensor dim) and
+    `replication_groups` (the device ids of each group)."""
+    if type_ == REPLICATED:
+        n = len(runtime.global_devices())
+        return replicated(mesh(tuple(range(n)), (n,), ("devices",)))
+    if type_ == TILED:
+        ids = np.asarray(tile_assignment, dtype=int)
+        names = tuple(f"dim{i}" for i in range(ids.ndim))
+        return sharding(mesh(tuple(int(i) for i in ids.flat), ids.shape, names), names)
+    if type_ == PARTIAL:
+        groups = np.asarray(group_assignment, dtype=int)
+        ids = np.asarray([replication_groups[g] for g in groups.flat], dtype=int)
+        names = tuple(f"dim{i}" for i in range(groups.ndim)) + ("replicas",)
+        grid = mesh(tuple(int(i) for i in ids.flat), groups.shape + ids.shape[1:], names)
+        return sharding(grid, tuple(n if k > 1 else None for n, k in zip(names, groups.shape)))
+    raise ValueError(f"an OpSharding of type {type_} has no layout over the devices here "
+                     f"(REPLICATED={REPLICATED}, TILED={TILED} and PARTIAL={PARTIAL} have)")
+
+
 def hybrid_device_ids(ici_shape, dcn_shape):
     """Device ids of a mesh of shape ici * dcn whose dcn axes run across slices (across
     processes where devices have no slice), in jax's performant order."""

@@ -46,7 +46,7 @@ def _meshes(w):
         elif node.op is manual.REGION:
             found.setdefault(manual.region_mesh(node), None)
     for v in w.roots:
-        if v.sharding is not None:
+        if v.sharding is not None and not manual.is_manual(v.sharding):
             found.setdefault(spmd.mesh_of(v.sharding), None)
     return list(found)
 
@@ -63,8 +63,8 @@ def _layout(w):
     donated, kept, scalars = w.args
     everywhere = spmd.replicated(meshes[0])
     placed = [spmd.place(a, everywhere) if spmd.is_virtual(a) else a for a in donated + kept]
-    out = [v.sharding if v.sharding is not None and spmd.fits(v.shape, v.sharding) else None
-           for v in w.roots]
+    out = [v.sharding if v.sharding is not None and not manual.is_manual(v.sharding)
+           and spmd.fits(v.shape, v.sharding) else None for v in w.roots]
     constrained = _uneven_leaves(w, donated + kept)
     key = (w.key, tuple(spmd.layout(a.sharding) for a in placed),
            tuple(None if s is None else spmd.layout(s) for s in out),

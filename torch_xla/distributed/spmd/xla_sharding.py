@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+import torch_xla._XLAC
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 from torch_xla._lazy import sharding as _sharding
@@ -111,6 +112,12 @@ class Mesh:
 
     def _sharding(self, partition_spec):
         return _spmd.sharding(self.get_jax_mesh(), self._jax_spec(partition_spec))
+
+    def get_op_sharding(self, partition_spec: PartitionSpec) -> "torch_xla._XLAC.OpSharding":
+        """The OpSharding of `partition_spec` over this mesh (what `_xla_mark_sharding`
+        takes)."""
+        return torch_xla._XLAC.OpSharding.of(self._sharding(tuple(partition_spec)),
+                                             len(partition_spec))
 
     def __str__(self):
         return (f"{{'device_ids': {self.device_ids.tolist()}, 'mesh_shape': {self.mesh_shape}, "
