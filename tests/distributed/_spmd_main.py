@@ -4,7 +4,8 @@ traceback and `END NAME`."""
 import sys
 
 # imported to register their checks
-from . import _spmd_basic, _spmd_ckpt, _spmd_constraints, _spmd_fsdp, _spmd_manual  # noqa: F401
+from . import (_spmd_basic, _spmd_ckpt, _spmd_constraints, _spmd_dtensor,  # noqa: F401
+               _spmd_fsdp, _spmd_manual)
 from ._spmd_harness import CHECKS, main
 
 __all__ = ["CHECKS"]

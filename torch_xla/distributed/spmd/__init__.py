@@ -12,6 +12,7 @@ from .xla_sharding import (HybridMesh, MarkShardingFunction, Mesh, ShardingSpec,
                            mark_sharding_with_gradients, set_global_mesh, shard_as,
                            wrap_as_sharded_tensor, wrap_if_sharded, XLAPatchedLinear,
                            xla_patched_nn_linear_forward)
+from .api import auto_policy, xla_distribute_module, xla_distribute_tensor
 
 __all__ = [
     "XLAShard", "XLAShardedTensor", "Mesh", "HybridMesh", "ShardingType", "ShardingSpec",
@@ -19,5 +20,6 @@ __all__ = [
     "get_1d_mesh", "wrap_if_sharded", "wrap_as_sharded_tensor", "set_global_mesh",
     "get_global_mesh", "enable_manual_sharding", "disable_manual_sharding",
     "apply_backward_optimization_barrier", "shard_as", "annotate_custom_sharding",
-    "XLAPatchedLinear", "xla_patched_nn_linear_forward",
+    "XLAPatchedLinear", "xla_patched_nn_linear_forward", "auto_policy", "xla_distribute_tensor",
+    "xla_distribute_module",
 ]
