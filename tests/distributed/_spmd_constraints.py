@@ -113,6 +113,10 @@ def annotate_custom_sharding_constrains_without_resharding():
     xt = t.to('xla')
     xs.mark_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 4, 2)), (0, 1, 2, 3))
     original = spec(xt)
+    raises(RuntimeError, lambda: xs.mark_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 1, N)), (0, 1, 2, 3)),
+           "Existing annotation must be cleared first: {devices=[1,1,4,2]")
+    xs.mark_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 4, 2)), (0, 1, 2, 3))  # the same: a no-op
+    assert spec(xt) == original
     xs.annotate_custom_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 1, N)), (0, 1, 2, 3))
     custom = spec(xt)
     assert custom == "{devices=[1,1,1,8]0,1,2,3,4,5,6,7}" and custom != original
@@ -121,6 +125,13 @@ def annotate_custom_sharding_constrains_without_resharding():
     assert 'custom_call_target="Sharding", sharding={devices=[1,1,1,8]' in hlo, hlo
     xm.mark_step()
     assert spec(xt) == custom and torch.equal(xt.cpu(), t)
+    xs.clear_sharding(xt)  # then it may be resharded
+    xs.mark_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 4, 2)), (0, 1, 2, 3))
+    assert spec(xt) == original and torch.equal(xt.cpu(), t)
+    r = torch.randn(4, 8).to('xla')
+    xs.mark_sharding(r, xs.get_1d_mesh(), (None, None))  # replicated: may be resharded
+    xs.mark_sharding(r, xs.get_1d_mesh(), (None, 0))
+    assert spec(r) == "{devices=[1,8]0,1,2,3,4,5,6,7}"
 
 
 @check

@@ -58,12 +58,21 @@ def _outside_regions(t: torch.Tensor, what: str) -> Value:
 
 
 def mark(t: torch.Tensor, s) -> None:
-    """Gives `t` sharding `s`: its data is resharded now, or its pending value constrained."""
+    """Gives `t` sharding `s`: its data is laid out so now, or its pending value
+    constrained. Data that has another sharding (not replicated) keeps it: as in torch_xla,
+    that one must be cleared first (`clear`)."""
     v = _outside_regions(t, "mark_sharding")
-    if v.node is None:
-        shard_data(v, s)
-    else:
+    if v.node is not None:
         unwrap(t)._value = _constrained(v, s)
+        return
+    if v.sharding is not None:
+        current = spmd.describe(v.sharding, len(v.shape))
+        if current == spmd.describe(s, len(v.shape)):
+            return
+        if spmd.kind(v.sharding, len(v.shape)) != spmd.REPLICATED:
+            raise RuntimeError(f"Existing annotation must be cleared first: {current} (this "
+                               f"tensor's data is sharded; clear_sharding it to reshard)")
+    shard_data(v, s)
 
 
 def annotate(t: torch.Tensor, s) -> None:
