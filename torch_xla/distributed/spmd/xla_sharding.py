@@ -351,8 +351,7 @@ def enable_manual_sharding(t: Union[torch.Tensor, XLAShardedTensor], partition_s
     _check(len(g.shape) == len(partition_spec), f"Partition spec length ({len(partition_spec)}) "
                                                 f"should be equal to the input rank ({len(g.shape)}).")
     sharding = mesh._sharding(tuple(partition_spec))
-    if _spmd.fits(g.shape, sharding):
-        _sharding.mark(g, sharding)
+    _sharding.mark(g, sharding)
     view = _EnterManual.apply(g, sharding)
     return wrap_as_sharded_tensor(view, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
 
