@@ -10,6 +10,7 @@ import jax
 
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
+from torch_xla._lazy import manual as _manual
 from torch_xla._lazy import collectives as _coll
 from torch_xla._lazy import metrics as _metrics
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
@@ -182,6 +183,9 @@ class OpSharding:
     __slots__ = ("sharding", "rank")
 
     def __init__(self, tile_assignment, group_assignment, replication_groups, sharding_type):
+        if int(sharding_type) == _manual.MANUAL:
+            self.sharding, self.rank = _manual.MANUAL_SHARDING, 0
+            return
         self.sharding = _spmd.from_tile_assignment(tile_assignment, group_assignment,
                                                    replication_groups, int(sharding_type))
         self.rank = len(self.sharding.spec)
@@ -193,15 +197,19 @@ class OpSharding:
         op.sharding, op.rank = sharding, rank
         return op
 
+    def _text(self) -> str:
+        if _manual.is_manual(self.sharding):
+            return "{manual}"
+        return _spmd.describe(self.sharding, self.rank)
+
     def __eq__(self, other):
-        return (type(other) is OpSharding
-                and _spmd.describe(self.sharding, self.rank) == _spmd.describe(other.sharding, other.rank))
+        return type(other) is OpSharding and self._text() == other._text()
 
     def __hash__(self):
-        return hash(_spmd.describe(self.sharding, self.rank))
+        return hash(self._text())
 
     def __repr__(self):
-        return f"OpSharding({_spmd.describe(self.sharding, self.rank)})"
+        return f"OpSharding({self._text()})"
 
 
 def _get_xla_op_sharding(t):
@@ -222,3 +230,29 @@ def _xla_annotate_custom_sharding(t, op_sharding: OpSharding) -> None:
 
 def _xla_clear_sharding(t) -> None:
     _sharding.clear(t)
+
+
+def _spmd_full_to_shard_shape(t):
+    """The per-device shard view of `t` in manual sharding mode, `t` laid out as its
+    sharding says (`enable_manual_sharding` without the marking)."""
+    s = _sharding.sharding_of(t)
+    if s is None:
+        raise RuntimeError("Input tensor is not sharded")
+    return _sharding.enter_manual(t, s)
+
+
+def _spmd_shard_to_full_shape(t, op_sharding: OpSharding, full_shape, dtype):
+    """The global tensor of `full_shape` laid out by `op_sharding` whose shards are those of
+    `t`, a tensor in manual sharding mode (`disable_manual_sharding`)."""
+    if dtype != t.dtype:
+        raise RuntimeError(f"_spmd_shard_to_full_shape: dtype {dtype} is not the tensor's "
+                           f"{t.dtype}")
+    return _sharding.leave_manual(t, op_sharding.sharding, tuple(full_shape))
+
+
+def _mark_manual_sharding(t, op_sharding: OpSharding) -> None:
+    """Marks `t`, computed inside a manual region, as in manual sharding mode (a region is
+    known here from its entries: this only checks and labels)."""
+    if not _manual.is_manual(op_sharding.sharding):
+        raise RuntimeError(f"_mark_manual_sharding takes the manual OpSharding, got {op_sharding}")
+    _sharding.mark_manual(t)

@@ -187,4 +187,4 @@ def op_shardings_pass_layouts_around():
     torch_xla._XLAC._xla_annotate_custom_sharding(u, replicated)
     assert spec(u) == "{replicated}"
     assert torch_xla._XLAC._get_xla_sharding_specs([t, u]) == [spec(t), "{replicated}"]
-    raises(ValueError, lambda: OpSharding([], [], [], xs.ShardingType.MANUAL), "type 4")
+    raises(ValueError, lambda: OpSharding([], [], [], xs.ShardingType.TUPLE), "type 2")

@@ -51,6 +51,29 @@ def manual_sharding_as_upstream_tests_it():
 
 
 @check
+def manual_sharding_through_xlac_as_upstream_tests_it():
+    """upstream's test_manual_sharding_e2e and the checks of test_spmd_full_to_shard_shape /
+    test_spmd_shard_to_full_shape: the _XLAC functions, unchanged."""
+    mesh = xs.Mesh(np.arange(N), (1, N))
+    x = torch.zeros(8, 8).to('xla')
+    raises(RuntimeError, lambda: torch_xla._XLAC._spmd_full_to_shard_shape(x), "not sharded")
+    partition_spec = (0, 1)
+    xt = xs.mark_sharding(x, mesh, partition_spec)
+    xx = torch_xla._XLAC._spmd_full_to_shard_shape(xt.global_tensor)
+    assert xx.shape == (8, 8 // N) and torch_xla._XLAC._get_xla_sharding_spec(xx) == "{manual}"
+    xx = xx + 1
+    xxt = xs._mark_manual_sharding(xx)
+    assert xxt.sharding_type == xs.ShardingType.MANUAL and xxt.sharding_spec == "{manual}"
+    xxx = torch_xla._XLAC._spmd_shard_to_full_shape(
+        xxt.global_tensor, mesh.get_op_sharding(partition_spec), x.shape, x.dtype)
+    assert xxx.shape == (8, 8) and torch.allclose(x.cpu() + 1, xxx.cpu())
+    assert repr(torch_xla._XLAC.OpSharding([], [], [], xs.ShardingType.MANUAL)) == "OpSharding({manual})"
+    raises(RuntimeError, lambda: xs._mark_manual_sharding(torch.zeros(3, 2).to('xla') + 1), "not supported")
+    raises(RuntimeError, lambda: torch_xla._XLAC._spmd_shard_to_full_shape(
+        x + 1, mesh.get_op_sharding((None, None)), x.shape, x.dtype), "manual sharding mode")
+
+
+@check
 def manual_region_reads_outside_tensors_whole_and_compiles_once():
     mesh = _row_mesh()
     y = torch.randn(2, 4)

@@ -57,10 +57,24 @@ def _outside_regions(t: torch.Tensor, what: str) -> Value:
     return v
 
 
+def mark_manual(t: torch.Tensor) -> None:
+    """Marks `t`, computed inside a manual region (`_lazy/manual`), as in manual sharding
+    mode (its spec reads `{manual}`); raises for a tensor from outside one."""
+    v = _value_of(t)
+    if not manual.inside(v):
+        raise RuntimeError("Marking a tensor computed outside a manual region (from "
+                           "_spmd_full_to_shard_shape / enable_manual_sharding) as manual is "
+                           "not supported")
+    v.sharding = manual.MANUAL_SHARDING
+
+
 def mark(t: torch.Tensor, s) -> None:
     """Gives `t` sharding `s`: its data is laid out so now, or its pending value
     constrained. Data that has another sharding (not replicated) keeps it: as in torch_xla,
     that one must be cleared first (`clear`)."""
+    if manual.is_manual(s):
+        raise RuntimeError("the manual sharding is given by enable_manual_sharding "
+                           "(_spmd_full_to_shard_shape), not by mark_sharding")
     v = _outside_regions(t, "mark_sharding")
     if v.node is not None:
         unwrap(t)._value = _constrained(v, s)

@@ -6,6 +6,7 @@ inserts the collectives (see `torch_xla._lazy.spmd`).
 """
 from .xla_sharded_tensor import XLAShard, XLAShardedTensor
 from .xla_sharding import (HybridMesh, MarkShardingFunction, Mesh, ShardingSpec, ShardingType,
+                           _mark_manual_sharding,
                            annotate_custom_sharding, apply_backward_optimization_barrier,
                            clear_sharding, disable_manual_sharding, enable_manual_sharding,
                            get_1d_mesh, get_global_mesh, mark_sharding,
@@ -21,5 +22,5 @@ __all__ = [
     "get_global_mesh", "enable_manual_sharding", "disable_manual_sharding",
     "apply_backward_optimization_barrier", "shard_as", "annotate_custom_sharding",
     "XLAPatchedLinear", "xla_patched_nn_linear_forward", "auto_policy", "xla_distribute_tensor",
-    "xla_distribute_module",
+    "xla_distribute_module", "_mark_manual_sharding",
 ]

@@ -333,6 +333,13 @@ class _LeaveManual(torch.autograd.Function):
         return _sharding.enter_manual(grad, ctx.sharding), None, None
 
 
+def _mark_manual_sharding(t: Union[torch.Tensor, XLAShardedTensor]) -> XLAShardedTensor:
+    """Asserts that `t` is in manual sharding mode (computed inside a manual region)."""
+    manual = torch_xla._XLAC.OpSharding([], [], [], ShardingType.MANUAL)
+    torch_xla._XLAC._mark_manual_sharding(_global(t), manual)
+    return wrap_as_sharded_tensor(t)
+
+
 def _mesh_or_global(mesh, name) -> Mesh:
     mesh = get_global_mesh() if mesh is None else mesh
     _check(mesh is not None, f"{name}: no mesh given and no global mesh set (set_global_mesh)")
