@@ -1,6 +1,7 @@
 """SPMD checks of PyTorch's DTensor API on a DeviceMesh of device type 'xla'
 (`distribute_tensor`, `distribute_module`), registered into
 tests/distributed/_spmd_harness.CHECKS."""
+import numpy as np
 import torch
 from torch.distributed.tensor import Replicate, Shard, distribute_module, distribute_tensor, init_device_mesh
 
@@ -58,3 +59,21 @@ def distribute_module_partitions_and_hooks():
     assert torch.allclose(out.cpu(), ref, atol=1e-5)
     raises(NotImplementedError, lambda: xs.xla_distribute_module(torch.nn.Linear(2, 2), mesh, xs.auto_policy),
            "auto-sharding")
+
+
+@check
+def sharded_tensors_show_and_change_placements():
+    from torch.distributed.tensor.placement_types import Partial
+    mesh = xs.Mesh(np.arange(N), (4, 2))
+    t = torch.randn(8, 4).to('xla')
+    xt = xs.mark_sharding(t, mesh, (1, None))
+    assert xt.placements == (Replicate(), Shard(0))
+    assert xs.mark_sharding(torch.randn(8, 4).to('xla'), mesh, ((0, 1), None)).placements == (Shard(0), Shard(0))
+    moved = xt.redistribute(mesh, [Shard(1), Replicate()])
+    assert moved.partition_spec == (None, 0) and moved.placements == (Shard(1), Replicate())
+    assert spec(moved.global_tensor) == "{devices=[1,4,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}"
+    assert torch.equal(moved.global_tensor.cpu(), t.cpu())
+    raises(ValueError, lambda: xt.redistribute(mesh, [Shard(0)]), "must match mesh dimensions")
+    raises(NotImplementedError, lambda: xt.redistribute(mesh, [Partial(), Replicate()]), "Partial")
+    raises(IndexError, lambda: xt.redistribute(mesh, [Shard(2), Replicate()]), "out of bounds")
+    raises(ValueError, lambda: xs.XLAShardedTensor(t).placements, "mesh_shape and partition_spec")

@@ -84,6 +84,49 @@ class XLAShardedTensor(torch.Tensor):
     def __repr__(self):
         return f"XLAShardedTensor({self.global_tensor})"
 
+    @property
+    def placements(self) -> tuple:
+        """DTensor's placements of this layout: for each mesh dim, `Shard(d)` if it splits
+        tensor dim d, else `Replicate()` (from `mesh_shape` and a partition spec of mesh
+        dim indices)."""
+        from torch.distributed.tensor.placement_types import Replicate, Shard
+        if self.mesh_shape is None or self.partition_spec is None:
+            raise ValueError("Placements not available: XLAShardedTensor requires mesh_shape "
+                             "and partition_spec to be set. Use mark_sharding() to properly "
+                             "initialize sharding information.")
+        by_mesh_dim = {}
+        for dim, entry in enumerate(self.partition_spec):
+            for axis in (entry if type(entry) is tuple else (entry,)):
+                if axis is not None:
+                    if type(axis) is not int:
+                        raise ValueError(f"placements need mesh dims as indices, the partition "
+                                         f"spec names {axis!r}")
+                    by_mesh_dim[axis] = dim
+        return tuple(Shard(by_mesh_dim[m]) if m in by_mesh_dim else Replicate()
+                     for m in range(len(self.mesh_shape)))
+
+    def redistribute(self, device_mesh, placements, *, async_op: bool = False):
+        """This tensor laid out over `device_mesh` (a `Mesh`) as DTensor `placements` say, by a
+        sharding constraint in the graph (its data is not moved now); with `async_op`, on a
+        copy."""
+        from torch.distributed.tensor.placement_types import Partial, Shard
+        if len(placements) != len(device_mesh.mesh_shape):
+            raise ValueError(f"Number of placements ({len(placements)}) must match mesh "
+                             f"dimensions ({len(device_mesh.mesh_shape)})")
+        if any(isinstance(p, Partial) for p in placements):
+            raise NotImplementedError("Partial placement is not implemented: use Shard or "
+                                      "Replicate placements")
+        spec = [None] * self.global_tensor.dim()
+        for mesh_dim, placement in enumerate(placements):
+            if isinstance(placement, Shard):
+                if placement.dim >= len(spec):
+                    raise IndexError(f"Shard dimension {placement.dim} is out of bounds for "
+                                     f"tensor with {len(spec)} dimensions")
+                spec[placement.dim] = mesh_dim
+        result = self.global_tensor.clone() if async_op else self.global_tensor
+        _sharding.annotate(result, device_mesh._sharding(tuple(spec)))
+        return XLAShardedTensor(result, mesh_shape=device_mesh.mesh_shape, partition_spec=tuple(spec))
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         # Ops run on the global tensors, above autograd and functionalization, so that an
