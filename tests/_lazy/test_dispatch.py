@@ -18,6 +18,27 @@ BAD_INPUT = [
     (lambda d: torch.cat([torch.ones(2, 3, device=d), torch.ones(2, 4, device=d)]), RuntimeError),
     (lambda d: torch.ones(2, 3, device=d).sum(dim=3), IndexError),
     (lambda d: torch.nn.functional.linear(torch.ones(4, 3, device=d), torch.ones(5, 4, device=d)), RuntimeError),
+    # CPU checks that meta kernels leave out (or fail with an assertion)
+    (lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, device=d).double()), RuntimeError),
+    (lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, dtype=torch.int32, device=d)),
+     RuntimeError),
+    (lambda d: torch.ones(2, device=d).masked_scatter(torch.ones(2, dtype=torch.uint8, device=d),
+                                                      torch.ones(2, device=d)), RuntimeError),
+    (lambda d: torch.nn.functional.conv2d(torch.ones(1, 2, 5, 5, device=d),
+                                          torch.ones(3, 2, 3, 3, device=d), dilation=0), RuntimeError),
+    (lambda d: torch.nn.functional.conv1d(torch.ones(1, 2, 5, device=d),
+                                          torch.ones(3, 2, 3, device=d), padding=-1), RuntimeError),
+    (lambda d: torch.bucketize(torch.ones(3, device=d), torch.ones(2, 2, device=d)), RuntimeError),
+    (lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([0, 1], device=d),
+                                                     torch.ones(2, device=d)), RuntimeError),
+    (lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([0, 1], device=d),
+                                                     torch.ones(2, 3, device=d)), RuntimeError),
+    # decompositions' own checks are worded as the CPU kernel's
+    (lambda d: torch.nn.functional.multi_margin_loss(torch.ones(5, 4, device=d),
+                                                     torch.ones(5, 4, dtype=torch.long, device=d)),
+     RuntimeError),
+    (lambda d: torch.nn.functional.multilabel_margin_loss(
+        torch.ones(5, 4, device=d), torch.ones(4, dtype=torch.long, device=d)), RuntimeError),
 ]
 
 
@@ -58,6 +79,18 @@ def _an_op_without_lowering():
         if op not in REGISTRY and op not in decomposition_table:
             return op, name, call
     pytest.fail("every candidate has a lowering now: add an op without one to _CANDIDATES")
+
+
+def test_in_place_dunder_ops_inside_the_engine_take_their_functional_form(dev):
+    """isclose's decomposition ends in `__ior__`; below functionalization it runs as `__or__`
+    (not a CPU fallback that would drop the write), so allclose is right on the device."""
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    met.clear_counters()
+    for kwargs in [{}, {"equal_nan": True}]:
+        assert torch.allclose(x.to(dev), x.to(dev), **kwargs) == torch.allclose(x, x, **kwargs)
+    assert torch.allclose(x.to(dev), (x + 1e-9).to(dev), equal_nan=True)
+    assert not torch.allclose(x.to(dev), (x + 1e-3).to(dev), equal_nan=True)
+    assert not [n for n in met.counter_names() if "::" in n]
 
 
 def test_fallback_runs_on_the_cpu_counts_and_warns_once(dev):

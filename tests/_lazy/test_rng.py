@@ -71,3 +71,31 @@ def test_sampling_ops_are_lowered_and_follow_their_laws(dev):
     assert torch.randint_like(torch.ones(100, device=dev), 3, 9).cpu().unique().tolist() == [3., 4., 5., 6., 7., 8.]
     assert sorted(torch.randperm(6, device=dev).cpu().tolist()) == list(range(6))
     assert not fallbacks()
+
+
+def test_complex_uniform_draws_both_parts(dev):
+    """uniform_ of a complex tensor fills its real and imaginary parts, as on the CPU."""
+    for dtype in (torch.complex64, torch.complex128):
+        x = torch.empty(4000, dtype=dtype, device=dev).uniform_(-2, 3)
+        parts = torch.view_as_real(x.cpu())
+        assert x.dtype == dtype and parts.min() >= -2 and parts.max() < 3
+        assert abs(parts.mean().item() - 0.5) < 0.1 and parts[:, 0].std() > 1
+        assert torch.rand(3, dtype=dtype, device=dev).cpu().dtype == dtype
+
+
+def test_random_ops_check_their_arguments_as_on_the_cpu(dev):
+    """uniform_'s bounds and multinomial's sample counts, categories and dtypes are checked
+    at the op with the CPU's messages; the checks leave the CPU's random stream alone."""
+    import pytest
+    state = torch.get_rng_state()
+    with pytest.raises(RuntimeError, match=r"uniform_ expects to return a \[from, to\) range"):
+        torch.empty(3, device=dev).uniform_(3, -1)
+    probs = torch.rand(2, 4, device=dev)
+    for kwargs, message in [({"num_samples": 0}, "cannot sample n_sample <= 0 samples"),
+                            ({"num_samples": 5}, "cannot sample n_sample > prob_dist"),
+                            ({"num_samples": 1, "input": probs.long()}, "floating-point dtypes")]:
+        with pytest.raises(RuntimeError, match=message):
+            torch.multinomial(kwargs.pop("input", probs), **kwargs)
+    draws = torch.multinomial(probs, 3).cpu()
+    assert draws.shape == (2, 3) and draws.dtype == torch.int64
+    assert torch.equal(torch.get_rng_state(), state)

@@ -1,7 +1,7 @@
 """Which OpInfo entries run, what family each belongs to, and the expected-failures file.
 
 An entry is one `op_db` item that supports float32 on the CPU, named `name` or
-`name.variant`. Its family comes from the name's prefix (`nn.functional.`, `linalg.`...),
+`name.variant`; it runs in every dtype the CPU supports for it. Its family comes from the name's prefix (`nn.functional.`, `linalg.`...),
 else from the OpInfo class (unary/binary ufuncs, reductions, spectral), else from the
 name sets below.
 """
@@ -14,9 +14,12 @@ from torch.testing._internal.common_methods_invocations import op_db, wrapper_se
 
 EXPECTED_FILE = os.path.join(os.path.dirname(__file__), "expected_failures.txt")
 
-# Every CI_STRIDE-th entry (from CI_OFFSET) is the slice tests/opinfo/test_opinfo.py runs.
+# The slice tests/opinfo/test_opinfo.py runs: every CI_STRIDE-th entry (from CI_OFFSET) in
+# float32, forward and backward, with its error inputs; and in each other dtype the CPU
+# supports, CI_PER_DTYPE entries spread over those that support it.
 CI_STRIDE = 8
 CI_OFFSET = 0
+CI_PER_DTYPE = 12
 
 _PREFIXES = (("nn.functional.", "nn.functional"), ("linalg.", "linalg"), ("fft.", "fft"),
              ("special.", "special"), ("masked.", "masked"), ("signal.", "factories/random"),
@@ -68,6 +71,33 @@ _NONDETERMINISTIC_OUTPUT = {"empty", "empty_like", "empty_permuted", "empty_stri
 _SEEDED_BUT_DETERMINISTIC = {"item"}
 
 
+# The order dtypes run in (float32 first): every dtype op_db entries support on the CPU.
+DTYPE_ORDER = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64,
+               torch.complex128, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+               torch.bool, torch.uint16, torch.uint32, torch.uint64, torch.complex32,
+               torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+BACKWARD_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
+
+
+def dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def entry_dtypes(op):
+    """The dtypes the CPU supports for the entry, float32 first."""
+    supported = op.supported_dtypes("cpu")
+    return [d for d in DTYPE_ORDER if d in supported]
+
+
+def backward_dtypes(op):
+    """The dtypes whose gradients are compared: float32, float64 and bfloat16, where the
+    entry supports autograd in them on the CPU."""
+    if not op.supports_autograd:
+        return []
+    supported = op.supported_backward_dtypes("cpu")
+    return [d for d in BACKWARD_DTYPES if d in supported]
+
+
 def entry_id(op) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
@@ -91,7 +121,16 @@ def entries():
 
 
 def ci_slice():
-    return entries()[CI_OFFSET::CI_STRIDE]
+    """(entry id, op, dtype) triples: every dtype any entry supports appears."""
+    out = [(eid, op, torch.float32) for eid, op in entries()[CI_OFFSET::CI_STRIDE]]
+    for k, dtype in enumerate(d for d in DTYPE_ORDER if d != torch.float32):
+        having = [(eid, op) for eid, op in entries() if dtype in entry_dtypes(op)]
+        if not having:
+            continue
+        step = max(1, len(having) // CI_PER_DTYPE)
+        start = (CI_OFFSET + 3 * k) % step  # each dtype its own entries
+        out += [(eid, op, dtype) for eid, op in having[start::step][:CI_PER_DTYPE]]
+    return out
 
 
 def family(op) -> str:
@@ -122,18 +161,20 @@ def is_random(op) -> bool:
 
 
 # ---- the expected-failures file ----------------------------------------------------------
-# One line per failing (entry, direction):
-#     <entry id> <forward|backward> <status> <category>: <message>
+# One line per failing (entry, dtype, direction):
+#     <entry id> <dtype> <forward|backward> <status> <category>: <message>
+#     <entry id> - errors fail <category>: <message>       (its OpInfo error inputs)
 # status is `fallback` (correct, but some op ran on the CPU) or `fail` (an error or timeout).
 # Wrong results are never listed: they are bugs.
 
 CATEGORIES = ("not-lowered", "xla-limitation", "pytorch-bug", "engine-bug", "missing-error",
-              "timeout", "harness")
-_LINE = re.compile(r"^(\S+) (forward|backward) (fallback|fail) ([a-z-]+): ?(.*)$")
+              "value-check", "timeout", "harness")
+DIRECTIONS = ("forward", "backward", "errors")
+_LINE = re.compile(r"^(\S+) (\S+) (forward|backward|errors) (fallback|fail) ([a-z-]+): ?(.*)$")
 
 
 def read_expected(path=EXPECTED_FILE):
-    """{(entry id, direction): (status, category, message)}"""
+    """{(entry id, dtype name or '-', direction): (status, category, message)}"""
     out = {}
     if not os.path.exists(path):
         return out
@@ -143,27 +184,31 @@ def read_expected(path=EXPECTED_FILE):
             if not line or line.startswith("#"):
                 continue
             m = _LINE.match(line)
-            if m is None or m.group(4) not in CATEGORIES:
+            if m is None or m.group(5) not in CATEGORIES:
                 raise ValueError(f"{path}:{n}: bad line {line!r}")
-            out[(m.group(1), m.group(2))] = (m.group(3), m.group(4), m.group(5))
+            out[(m.group(1), m.group(2), m.group(3))] = (m.group(4), m.group(5), m.group(6))
     return out
 
 
 _HEADER = """\
-# OpInfo entries that do not pass on the XLA device (regenerate with
+# OpInfo (entry, dtype) pairs that do not pass on the XLA device (regenerate with
 # `scripts/opinfo_coverage --write-expected`; categories of lines already here are kept).
-# <entry> <forward|backward> <fallback|fail> <category>: <message>
+# <entry> <dtype> <forward|backward> <fallback|fail> <category>: <message>
+# <entry> - errors fail <category>: <message>   (OpInfo's error inputs of the entry)
 # categories: {}
 # Wrong results (no error, different values) are bugs and never listed here.
 """
 
 
 def write_expected(rows, path=EXPECTED_FILE):
-    """rows: {(entry id, direction): (status, category, message)}"""
+    """rows: {(entry id, dtype, direction): (status, category, message)}"""
     order = {eid: i for i, (eid, _) in enumerate(entries())}
+    dorder = {dtype_name(d): i for i, d in enumerate(DTYPE_ORDER)}
     with open(path, "w") as f:
         f.write(_HEADER.format(", ".join(CATEGORIES)))
-        for (eid, direction), (status, cat, msg) in sorted(
-                rows.items(), key=lambda kv: (order.get(kv[0][0], 1 << 30), kv[0][1] != "forward")):
+        for (eid, dtype, direction), (status, cat, msg) in sorted(
+                rows.items(), key=lambda kv: (order.get(kv[0][0], 1 << 30),
+                                              DIRECTIONS.index(kv[0][2]),
+                                              dorder.get(kv[0][1], -1))):
             msg = " ".join(msg.split())[:160]
-            f.write(f"{eid} {direction} {status} {cat}: {msg}\n")
+            f.write(f"{eid} {dtype} {direction} {status} {cat}: {msg}\n")

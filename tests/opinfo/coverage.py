@@ -1,13 +1,17 @@
 """The full OpInfo run: every entry, in worker processes, then the coverage table.
 
     python -m tests.opinfo.coverage [--jobs N] [--only REGEX] [--write-expected]
+    python -m tests.opinfo.coverage --only REGEX --update [--write-expected]
+    python -m tests.opinfo.coverage --only REGEX --errors-only   (their error inputs only)
+    python -m tests.opinfo.coverage --resume                (after an interrupted run)
     python -m tests.opinfo.coverage --from build/opinfo_results.jsonl [--write-expected]
 
-Workers run entries one by one and report each as a line on stdout; a worker that hangs
-past the timeout or dies is replaced and its entry recorded as failing, so one bad entry
-cannot stop the run. Results go to build/opinfo_results.jsonl; a full run (no --only)
-rewrites OPINFO_COVERAGE.md and prints the table; --write-expected rewrites
-tests/opinfo/expected_failures.txt from the results.
+Workers run entries one by one (each in all its dtypes) and report each as a line on stdout;
+a worker that hangs past the timeout or dies is replaced and its entry recorded as failing,
+so one bad entry cannot stop the run. Results go to build/opinfo_results.jsonl (--update:
+the entries run replace theirs there); results covering every entry rewrite
+OPINFO_COVERAGE.md and print the tables; --write-expected rewrites
+tests/opinfo/expected_failures.txt from them.
 """
 import argparse
 import collections
@@ -26,29 +30,32 @@ TABLE = os.path.join(ROOT, "OPINFO_COVERAGE.md")
 _TAG = "@@opinfo "
 
 
-def _worker(indices, timeout):
+def _worker(indices, timeout, errors_only):
     from . import catalog, harness
     entries = catalog.entries()
     for i in indices:
         eid, op = entries[i]
-        print(_TAG + json.dumps({"start": i}), flush=True)
+        dtypes = [] if errors_only else catalog.entry_dtypes(op)
+        print(_TAG + json.dumps({"start": i, "dtypes": len(dtypes)}), flush=True)
         t = time.time()
-        result = harness.run_entry(op, timeout=timeout)
+        result = harness.run_entry(op, timeout=timeout, dtypes=dtypes)
         result.update(i=i, id=eid, family=catalog.family(op), seconds=round(time.time() - t, 1))
         print(_TAG + json.dumps(result), flush=True)
 
 
 class _Worker:
-    def __init__(self, indices, timeout):
+    def __init__(self, indices, timeout, errors_only=False):
         self.todo = list(indices)
         self.timeout = timeout
+        self.errors_only = errors_only
         self.lines = queue.Queue()
-        self.current, self.since = None, time.time()
+        self.current, self.since, self.allowed = None, time.time(), timeout
         self._start()
 
     def _start(self):
         cmd = [sys.executable, "-m", "tests.opinfo.coverage", "--worker",
-               ",".join(map(str, self.todo)), "--timeout", str(self.timeout)]
+               ",".join(map(str, self.todo)), "--timeout", str(self.timeout)] + \
+            (["--errors-only"] if self.errors_only else [])
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
         self.since = time.time()
@@ -80,12 +87,13 @@ class _Worker:
                 return out
             if "start" in msg:
                 self.current, self.since = msg["start"], time.time()
+                self.allowed = self.timeout * (msg["dtypes"] + 1)  # per dtype, and errors
             else:
                 self.todo.remove(msg["i"])
                 self.current = None
                 out.append(msg)
         # the worker's own alarm ends slow entries; this catches hangs inside C++ code
-        if self.current is not None and time.time() - self.since > self.timeout + 120:
+        if self.current is not None and time.time() - self.since > self.allowed + 120:
             self.proc.kill()
             self.proc.wait()
             out.append(self._lost("timeout"))
@@ -101,37 +109,62 @@ class _Worker:
         self.todo.remove(i)
         self.current = None
         fail = {"status": "fail", "detail": why, "fallbacks": []}
-        return {"i": i, "id": eid, "family": catalog.family(op), "forward": fail,
-                "backward": dict(fail) if op.supports_autograd else None, "dtypes": [],
-                "seconds": None}
+        grads = catalog.backward_dtypes(op)
+        dtypes = {catalog.dtype_name(d): {"forward": fail, "backward": fail if d in grads else None}
+                  for d in catalog.entry_dtypes(op)}
+        return {"i": i, "id": eid, "family": catalog.family(op), "dtypes": dtypes,
+                "errors": dict(fail, passed=0, total=1, unsupported=0, failures=[why])
+                if self.errors_only else None, "seconds": None}
 
     @property
     def done(self):
         return not self.todo
 
 
-def run(indices, jobs, timeout, path):
+def run(indices, jobs, timeout, path, update=False, errors_only=False):
+    """Results of the entries `indices`, written to `path` as they come (update: the other
+    entries' results already in `path` are kept, and returned too; errors_only: only the
+    error inputs of `indices` run, their other results are kept from `path`)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    workers = [_Worker(indices[k::jobs], timeout) for k in range(jobs) if indices[k::jobs]]
+    kept, previous = [], {}
+    if (update or errors_only) and os.path.exists(path):
+        previous = {r["i"]: r for r in load(path)}
+        kept = [r for i, r in previous.items() if i not in set(indices)]
+    if errors_only and not set(indices) <= set(previous):
+        sys.exit(f"--errors-only needs the entries' other results in {path}")
+    workers = [_Worker(indices[k::jobs], timeout, errors_only)
+               for k in range(jobs) if indices[k::jobs]]
     results, start = [], time.time()
     with open(path, "w") as f:
+        for r in kept:
+            f.write(json.dumps(r) + "\n")
         while not all(w.done for w in workers):
             for w in workers:
                 if w.done:
                     continue
                 for r in w.poll():
+                    if errors_only:
+                        r = dict(previous[r["i"]], errors=r["errors"])
                     results.append(r)
                     f.write(json.dumps(r) + "\n")
                     f.flush()
                     print(f"[{len(results)}/{len(indices)} {time.time() - start:.0f}s] {r['id']}: "
-                          f"{_brief(r['forward'])} / {_brief(r['backward'])}", flush=True)
-    return sorted(results, key=lambda r: r["i"])
+                          f"{_brief(r)}", flush=True)
+    return sorted(kept + results, key=lambda r: r["i"])
 
 
-def _brief(res):
-    if res is None:
-        return "-"
-    return res["status"] + (f" ({res['detail'][:80]})" if res["detail"] else "")
+def _brief(r):
+    """One line per entry: its dtypes' statuses, forward / backward, and its error inputs."""
+    cells = []
+    for name, res in r["dtypes"].items():
+        cell = f"{name}:{res['forward']['status']}"
+        if res["backward"] is not None:
+            cell += f"/{res['backward']['status']}"
+        cells.append(cell)
+    errs = r.get("errors")
+    if errs is not None:
+        cells.append(f"errors:{errs['passed']}/{errs['total']}")
+    return " ".join(cells)
 
 
 def load(path):
@@ -139,7 +172,7 @@ def load(path):
         return sorted((json.loads(line) for line in f if line.strip()), key=lambda r: r["i"])
 
 
-# ---- the table ---------------------------------------------------------------------------
+# ---- the tables --------------------------------------------------------------------------
 
 _STATUSES = ("pass", "fallback", "fail", "wrong")
 
@@ -148,42 +181,85 @@ def _pct(n, d):
     return f"{100 * n / d:.1f}%" if d else "-"
 
 
-def table(results) -> str:
-    fams = collections.defaultdict(lambda: {"forward": collections.Counter(),
-                                            "backward": collections.Counter()})
+def _pairs(results):
+    """(entry result, dtype name, direction, status) for every counted (entry, dtype) pair."""
     for r in results:
-        for direction in ("forward", "backward"):
-            res = r[direction]
-            if res is not None and res["status"] != "none":
-                fams[r["family"]][direction][res["status"]] += 1
-                fams["**total**"][direction][res["status"]] += 1
-    head = ("| family | entries | pass | fallback | fail | wrong | pass % | "
-            "autograd entries | pass | fallback | fail | wrong | pass % |")
+        for name, res in r["dtypes"].items():
+            for direction in ("forward", "backward"):
+                one = res[direction]
+                if one is not None and one["status"] != "none":
+                    yield r, name, direction, one
+
+
+def _table(groups, label, order):
+    head = (f"| {label} | pairs | pass | fallback | fail | wrong | pass % | "
+            "pairs with gradients | pass | fallback | fail | wrong | pass % |")
     rows = [head, "|" + " --- |" * 13]
-    for fam in sorted(fams, key=lambda f: (f == "**total**", f)):
-        cells = [fam]
+    for key in sorted(groups, key=order):
+        cells = [key]
         for direction in ("forward", "backward"):
-            c = fams[fam][direction]
+            c = groups[key][direction]
             n = sum(c.values())
             cells += [str(n)] + [str(c[s]) for s in _STATUSES] + [_pct(c["pass"], n)]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
+def _counters():
+    return collections.defaultdict(lambda: {"forward": collections.Counter(),
+                                            "backward": collections.Counter()})
+
+
+def table(results) -> str:
+    """Per family: (entry, dtype) pairs by status, forward and with gradients."""
+    fams = _counters()
+    for r, _, direction, res in _pairs(results):
+        fams[r["family"]][direction][res["status"]] += 1
+        fams["**total**"][direction][res["status"]] += 1
+    return _table(fams, "family", lambda f: (f == "**total**", f))
+
+
+def dtype_table(results) -> str:
+    """Per dtype: (entry, dtype) pairs by status, forward and with gradients."""
+    from . import catalog
+    dtypes = _counters()
+    for _, name, direction, res in _pairs(results):
+        dtypes[name][direction][res["status"]] += 1
+        dtypes["**total**"][direction][res["status"]] += 1
+        if name != "complex32":
+            dtypes[_LESS_COMPLEX32][direction][res["status"]] += 1
+    order = {catalog.dtype_name(d): i for i, d in enumerate(catalog.DTYPE_ORDER)}
+    order.update({"**total**": 1 << 30, _LESS_COMPLEX32: (1 << 30) + 1})
+    return _table(dtypes, "dtype", lambda d: order.get(d, 1 << 29))
+
+
+# complex32 has no XLA type: every pair of it raises, saying so
+_LESS_COMPLEX32 = "**total without complex32** (not on XLA devices)"
+
+
+def error_summary(results) -> str:
+    entries = [r["errors"] for r in results if r.get("errors")]
+    total = sum(e["total"] for e in entries)
+    passed = sum(e["passed"] for e in entries)
+    unsupported = sum(e.get("unsupported", 0) for e in entries)
+    whole = sum(e["status"] == "pass" for e in entries)
+    return (f"{len(entries)} entries have error inputs; {total} error inputs, of which "
+            f"{passed} ({_pct(passed, total)}) raise the CPU's exception type with a message "
+            f"matching OpInfo's pattern, at the op; {unsupported} hold what XLA devices cannot "
+            f"(the copy to the device raises, naming it); {total - passed - unsupported} do "
+            f"not. {whole} entries pass all of theirs.")
+
+
 def _causes(results):
-    """(CPU-fallback ops by entries, error messages by entries, wrong results)."""
+    """(CPU-fallback ops by pairs, error messages by pairs, wrong results)."""
     fallback_ops, errors, wrong = collections.Counter(), collections.Counter(), []
-    for r in results:
-        for direction in ("forward", "backward"):
-            res = r[direction]
-            if res is None:
-                continue
-            for op in set(res["fallbacks"]):
-                fallback_ops[op] += 1
-            if res["status"] == "fail":
-                errors[_cause(res["detail"])] += 1
-            elif res["status"] == "wrong":
-                wrong.append((r["id"], direction, res["detail"]))
+    for r, name, direction, res in _pairs(results):
+        for op in set(res["fallbacks"]):
+            fallback_ops[op] += 1
+        if res["status"] == "fail":
+            errors[_cause(res["detail"])] += 1
+        elif res["status"] == "wrong":
+            wrong.append((r["id"], name, direction, res["detail"]))
     return fallback_ops, errors, wrong
 
 
@@ -196,28 +272,42 @@ def _cause(detail):
 def report(results) -> str:
     fallback_ops, errors, wrong = _causes(results)
     total = len(results)
+    err_causes = collections.Counter(_cause(r["errors"]["detail"]) for r in results
+                                     if r.get("errors") and r["errors"]["status"] == "fail")
     lines = [
         "# OpInfo coverage on the XLA device",
         "",
         "PyTorch's own operator test database (`op_db`, torch "
         f"{_torch_version()}): {total} entries that support float32, each run on the CPU "
-        "and on the XLA device from the same `sample_inputs` (float32, and int64/bool where "
-        "supported; the first few samples of each), comparing values, dtypes and shapes; "
-        "gradients for the entries that support autograd. `pass`: right, fully lowered; "
-        "`fallback`: right, but some op ran on the CPU; `fail`: an error the CPU does not "
-        "raise (or a missing one); `wrong`: a different result without an error (a bug). "
-        "Regenerate with `scripts/opinfo_coverage`; harness in `tests/opinfo/`.",
+        "and on the XLA device from the same `sample_inputs` in every dtype the CPU supports "
+        "for it (the first few samples of each), comparing values (within the dtype's "
+        "tolerance as PyTorch's own tests set it, a float64 run arbitrating rounding), dtypes "
+        "and shapes; gradients in float32, float64 and bfloat16 for the entries that support "
+        "autograd in them; and OpInfo's error inputs. A pair is one (entry, dtype). `pass`: "
+        "right, fully lowered; `fallback`: right, but some op ran on the CPU; `fail`: an error "
+        "the CPU does not raise (or a missing one); `wrong`: a different result without an "
+        "error (a bug). Regenerate with `scripts/opinfo_coverage`; harness in `tests/opinfo/`.",
+        "",
+        "## Per dtype",
+        "",
+        dtype_table(results),
+        "",
+        "## Per family (all dtypes)",
         "",
         table(results),
         "",
-        "## Ops that ran on the CPU (entries affected)",
+        "## Error inputs",
+        "",
+        error_summary(results),
         "",
     ]
+    lines += [f"- {n}: `{msg}`" for msg, n in err_causes.most_common(15)]
+    lines += ["", "## Ops that ran on the CPU (pairs affected)", ""]
     lines += [f"- `{op}`: {n}" for op, n in fallback_ops.most_common(40)] or ["none"]
-    lines += ["", "## Most common errors (entries and directions affected)", ""]
+    lines += ["", "## Most common errors (pairs and directions affected)", ""]
     lines += [f"- {n}: `{msg}`" for msg, n in errors.most_common(25)] or ["none"]
     lines += ["", "## Wrong results (bugs)", ""]
-    lines += [f"- `{eid}` {d}: {msg[:200]}" for eid, d, msg in wrong] or ["none"]
+    lines += [f"- `{eid}` {name} {d}: {msg[:200]}" for eid, name, d, msg in wrong] or ["none"]
     return "\n".join(lines) + "\n"
 
 
@@ -230,14 +320,22 @@ def write_expected(results):
     from . import catalog, harness
     old = catalog.read_expected()
     rows = {}
+
+    def add(key, res):
+        """The category already given to this pair, or to the entry's direction in another
+        dtype with the same status, else a first guess."""
+        same = [v[1] for k, v in old.items() if (k[0], k[2]) == (key[0], key[2])
+                and v[0] == res["status"]]
+        cat = old[key][1] if key in old else same[0] if same else harness.category(res)
+        rows[key] = (res["status"], cat, harness.summary(res))
+    for r, name, direction, res in _pairs(results):
+        if res["status"] in ("fallback", "fail"):
+            add((r["id"], name, direction), res)
     for r in results:
-        for direction in ("forward", "backward"):
-            res = r[direction]
-            if res is None or res["status"] not in ("fallback", "fail"):
-                continue
-            key = (r["id"], direction)
-            cat = old[key][1] if key in old else harness.category(res)
-            rows[key] = (res["status"], cat, harness.summary(res))
+        errs = r.get("errors")
+        if errs and errs["status"] == "fail":
+            add((r["id"], "-", "errors"), dict(errs, fallbacks=[], detail=(
+                f"{errs['total'] - errs['passed']}/{errs['total']} fail; {errs['detail']}")))
     catalog.write_expected(rows)
     return len(rows)
 
@@ -246,27 +344,37 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    p.add_argument("--timeout", type=int, default=300, help="seconds per entry (default 300)")
+    p.add_argument("--timeout", type=int, default=300,
+                   help="seconds per entry and dtype (default 300)")
     p.add_argument("--only", help="run only entries whose id matches this regex")
     p.add_argument("--ci-slice", action="store_true", help="run only the CI slice")
     p.add_argument("--from", dest="source", help="tabulate this results file instead of running")
     p.add_argument("--out", default=RESULTS, help=f"results file (default {RESULTS})")
+    p.add_argument("--update", action="store_true",
+                   help="keep the other entries' results in the results file")
+    p.add_argument("--resume", action="store_true",
+                   help="run only the entries the results file lacks (an interrupted run)")
+    p.add_argument("--errors-only", action="store_true",
+                   help="run only the entries' error inputs; their other results are kept")
     p.add_argument("--write-expected", action="store_true",
                    help="rewrite tests/opinfo/expected_failures.txt from the results")
     args = p.parse_args(argv)
     if args.worker is not None:
-        return _worker([int(i) for i in args.worker.split(",")], args.timeout)
+        return _worker([int(i) for i in args.worker.split(",")], args.timeout, args.errors_only)
     from . import catalog
-    full = not args.only and not args.ci_slice
     if args.source:
         results = load(args.source)
-        full = len(results) == len(catalog.entries())
     else:
-        picked = catalog.ci_slice() if args.ci_slice else catalog.entries()
+        picked = [(e, o) for e, o, _ in catalog.ci_slice()] if args.ci_slice else catalog.entries()
         ids = {eid for eid, _ in picked}
-        indices = [i for i, (eid, _) in enumerate(catalog.entries())
-                   if eid in ids and (not args.only or re.search(args.only, eid))]
-        results = run(indices, args.jobs, args.timeout, args.out)
+        done = {r["i"] for r in load(args.out)} if args.resume and os.path.exists(args.out) \
+            else set()
+        indices = [i for i, (eid, op) in enumerate(catalog.entries())
+                   if eid in ids and (not args.only or re.search(args.only, eid)) and i not in done
+                   and (not args.errors_only or op.error_inputs_func is not None)]
+        results = run(indices, args.jobs, args.timeout, args.out, args.update or args.resume,
+                      args.errors_only)
+    full = len({r["i"] for r in results}) == len(catalog.entries())
     text = report(results)
     print(text)
     if full:

@@ -15,7 +15,8 @@ from torch.utils import _pytree as pytree
 from torch_xla import stablehlo
 
 from .catalog import is_random
-from .harness import ATOL, RTOL, Mismatch, _double, _float64_forward, _loosen, compare
+from .harness import Mismatch, _float64_forward, _loosen, _tolerances, compare
+from .tolerances import widen
 
 
 class _Call(torch.nn.Module):
@@ -65,14 +66,15 @@ def export_entry(op):
         except Exception as e:  # noqa: BLE001
             return "fail", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     expected, values = _loosen(op, sample, expected), not is_random(op)
+    tol = _tolerances(op, torch.float32)
     try:
         try:
-            compare(actual, expected, values=values, rtol=RTOL, atol=ATOL)
+            compare(actual, expected, values=values, tol=tol)
         except Mismatch:  # float64 on the CPU arbitrates, as for the lazy path
-            ref = _float64_forward(op, _double((sample.input, sample.args, sample.kwargs)))
+            ref = _float64_forward(op, widen((sample.input, sample.args, sample.kwargs)))
             if ref is None:
                 raise
-            compare(actual, expected, values=values, rtol=RTOL, atol=ATOL, ref=ref)
+            compare(actual, expected, values=values, tol=tol, ref=ref)
     except Mismatch as e:
         return "wrong", str(e)[:300]
     return "pass", ""

@@ -1,17 +1,20 @@
 """Runs one OpInfo entry on the CPU and on the XLA device and compares the results.
 
-For each dtype tested (float32, and int64/bool where the entry supports them) the first few
-`op.sample_inputs` run on CPU tensors and on device copies of them (requires_grad kept).
-Forward: values (float32 tolerance; exact for integers and bools), dtypes, shapes and
-devices must match; random ops compare dtypes and shapes only. When the CPU raises, the
-device must raise the same exception type. Backward (float32, entries that support
-autograd): a fixed random cotangent for each floating output that requires grad, then
-`torch.autograd.grad` with respect to the floating inputs that require grad, on both sides.
+For each dtype the CPU supports for the entry, the first few `op.sample_inputs` run on CPU
+tensors and on device copies of them (requires_grad kept). Forward: values (within the
+dtype's tolerance, tests/opinfo/tolerances.py; exact for integers and bools), dtypes,
+shapes and devices must match; random ops compare dtypes and shapes only. When the CPU
+raises, the device must raise the same exception type. Backward (float32, float64 and
+bfloat16, where the entry supports autograd in them): a fixed random cotangent for each
+floating output that requires grad, then `torch.autograd.grad` with respect to the floating
+inputs that require grad, on both sides. Float results outside the tolerance are
+arbitrated by a float64 run on the CPU. OpInfo's `error_inputs` run once per entry
+(tests/opinfo/error_inputs.py).
 
 A sample ends as `pass`, `fallback` (right, but some op ran on the CPU: tests/compare.py's
 `fallbacks`), `fail` (an error, or no error where the CPU raised), `wrong` (a different result
 without an error: a bug) or `none` (nothing to compare, e.g. no differentiable output). An
-entry's status in a direction is the worst of its samples'.
+(entry, dtype)'s status in a direction is the worst of its samples'.
 """
 import os
 import signal
@@ -27,12 +30,11 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
 from ..compare import fallbacks as fallback_names
-from .catalog import is_random
+from . import error_inputs
+from .catalog import backward_dtypes, dtype_name, entry_dtypes, is_random
+from .tolerances import close_to_reference, tolerance, widen
 
-FORWARD_DTYPES = (torch.float32, torch.int64, torch.bool)
-SAMPLES = {torch.float32: 3, torch.int64: 2, torch.bool: 2}
-RTOL, ATOL = 1e-4, 1e-5           # forward, float32
-GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-4  # gradients go through more ops
+SAMPLES = 3, 2  # samples per dtype: float32, every other dtype
 _RANK = {"none": 0, "pass": 1, "fallback": 2, "fail": 3, "wrong": 4}
 
 
@@ -49,21 +51,38 @@ def _device():
 
 
 def _to_device(tree, dev):
+    copies = {}  # id(CPU tensor) -> (it, its device copy): what the CPU shares stays shared
+
+    def copy(x):
+        if id(x) not in copies:
+            copies[id(x)] = (x, x.detach().to(dev).requires_grad_(x.requires_grad))
+        return copies[id(x)][1]
+
     def move(x):
-        if isinstance(x, torch.Tensor):
+        if isinstance(x, torch.Tensor) and x.device.type == "cpu":  # (meta ones stay meta)
+            if id(x) in copies:  # the same tensor twice (an out= argument that is an input)
+                return copies[id(x)][1]
             base = x._base
-            if base is not None and not base.requires_grad:
-                # a view of a larger storage (as_strided's partial views see it): the same
-                # view of a device copy of the base
-                y = base.detach().to(dev).as_strided(x.shape, x.stride(), x.storage_offset())
-                return y.requires_grad_(x.requires_grad)
-            return x.detach().to(dev).requires_grad_(x.requires_grad)
+            if base is not None and not base.requires_grad and \
+                    (x.is_conj(), x.is_neg()) == (base.is_conj(), base.is_neg()):
+                # a view of a larger storage (as_strided's partial views see it; views of
+                # one base overlap as on the CPU): the same view of the device copy of the
+                # base (a conjugate or negative view is copied with its values resolved)
+                y = copy(base).as_strided(x.shape, x.stride(), x.storage_offset())
+                copies[id(x)] = (x, y.requires_grad_(x.requires_grad))
+                return y
+            return copy(x)
         if isinstance(x, torch.device) and x.type == "cpu":
             return dev
         if isinstance(x, str) and x == "cpu":
             return dev
         return x
     return pytree.tree_map(move, tree)
+
+
+def to_device(tree):
+    """Device copies of a sample's tensors (and 'cpu' device arguments made the device's)."""
+    return _to_device(tree, _device())
 
 
 def _grad_inputs(tree):
@@ -73,36 +92,39 @@ def _grad_inputs(tree):
 class Loose:
     """An output the CPU and the device may legitimately choose differently: `how` is
     "shape" (indices among tied values) or "sign-columns" (eigenvectors, each column up to
-    its sign)."""
+    its sign or complex phase)."""
     def __init__(self, t, how):
         self.t, self.how = t, how
 
 
 def _sign_columns(v):
+    """Each column divided by the phase (the sign, if real) of its largest element."""
+    if v.shape[-2] == 0:
+        return v
     idx = v.abs().argmax(dim=-2, keepdim=True)
-    return v * torch.sgn(v.gather(-2, idx))
+    return v * torch.sgn(v.gather(-2, idx)).conj()
 
 
-def _close_to_reference(a, e, ref, rtol, atol):
-    """Whether the device's float32 result is about as accurate as the CPU's, measured
-    against the CPU's float64 result: its largest error (relative to each element's
-    magnitude, floored at atol) is within twice the CPU's, or within rtol."""
-    a, e, ref = a.to(ref.dtype), e.to(ref.dtype), ref.detach()
-    scale = ref.abs() + atol
-    both_nan = a.isnan() & e.isnan()
-    dev_err = torch.where(both_nan, 0, (a - ref).abs() / scale).nan_to_num(float("inf"))
-    cpu_err = torch.where(both_nan, 0, (e - ref).abs() / scale).nan_to_num(float("inf"))
-    if dev_err.numel() == 0:
-        return True
-    return bool(dev_err.max() <= max(2 * cpu_err.max(), rtol))
+def _tolerances(op, dtype, grad=False):
+    """tol(out_dtype) -> (rtol, atol) for `op` tested in `dtype` (None: Python numbers,
+    judged as the tested dtype)."""
+    return lambda out_dtype: tolerance(op, dtype, out_dtype or dtype, grad)
 
 
-def compare(actual, expected, values=True, rtol=RTOL, atol=ATOL, path="out", ref=None):
+_FLOAT32 = _tolerances(None, torch.float32)
+
+
+def compare(actual, expected, values=True, tol=_FLOAT32, path="out", ref=None):
     """Raises Mismatch where `actual` (from the device) differs from `expected` (CPU).
     `ref`, the same outputs computed in float64 on the CPU, arbitrates float mismatches."""
     if isinstance(expected, Loose):
-        compare(actual, expected.t, values and expected.how != "shape", rtol, atol, path,
-                None if ref is None or expected.how != "sign-columns" else _sign_columns(ref))
+        if expected.how == "shape":
+            compare(actual, expected.t, False, tol, path)
+        elif isinstance(actual, torch.Tensor):  # sign-columns: all three normalised
+            compare(_sign_columns(actual), _sign_columns(expected.t), values, tol, path,
+                    None if ref is None else _sign_columns(ref))
+        else:
+            compare(actual, expected.t, values, tol, path)
         return
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
@@ -115,13 +137,14 @@ def compare(actual, expected, values=True, rtol=RTOL, atol=ATOL, path="out", ref
             raise Mismatch(f"{path}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
         if values:
             a, e = actual.detach().cpu(), expected.detach()
+            rtol, atol = tol(e.dtype)
             try:
                 torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True,
                                            check_device=False)
             except AssertionError as err:
                 if isinstance(ref, torch.Tensor) and ref.shape == e.shape and \
                         (e.is_floating_point() or e.is_complex()) and \
-                        _close_to_reference(a, e, ref, rtol, atol):
+                        close_to_reference(a, e, ref, rtol, atol):
                     return
                 lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
                 raise Mismatch(f"{path}: " + "; ".join(lines[:4])) from None
@@ -133,13 +156,14 @@ def compare(actual, expected, values=True, rtol=RTOL, atol=ATOL, path="out", ref
         refs = ref if isinstance(ref, (list, tuple)) and len(ref) == len(expected) else \
             [None] * len(expected)
         for i, (a, e, r) in enumerate(zip(actual, expected, refs)):
-            compare(a, e, values, rtol, atol, f"{path}[{i}]", r)
+            compare(a, e, values, tol, f"{path}[{i}]", r)
     elif isinstance(expected, dict):
         if not isinstance(actual, dict) or actual.keys() != expected.keys():
             raise Mismatch(f"{path}: dict keys differ")
         for k in expected:
-            compare(actual[k], expected[k], values, rtol, atol, f"{path}[{k!r}]")
+            compare(actual[k], expected[k], values, tol, f"{path}[{k!r}]")
     elif isinstance(expected, float) and values:
+        rtol, atol = tol(None)
         if not isinstance(actual, float) or not (
                 actual == expected or abs(actual - expected) <= atol + rtol * abs(expected)
                 or (actual != actual and expected != expected)):
@@ -186,7 +210,7 @@ def _float64_grads(op, sample, pristine, cts):
         return None
 
 
-def _backward(op, sample, cpu_out, dev_out, cpu_in, dev_in, random, pristine):
+def _backward(op, sample, cpu_out, dev_out, cpu_in, dev_in, random, pristine, tol):
     """Compares gradients of one sample; cpu_out/dev_out are the processed outputs."""
     outs = _differentiable(cpu_out)
     ins = _grad_inputs(cpu_in)
@@ -223,12 +247,12 @@ def _backward(op, sample, cpu_out, dev_out, cpu_in, dev_in, random, pristine):
                 raise Mismatch(f"grad[{i}]: {'None' if a is None else 'a tensor'} on the device, "
                                f"{'None' if e is None else 'a tensor'} on the CPU")
         try:
-            compare(actual, expected, not random, GRAD_RTOL, GRAD_ATOL, "grad")
+            compare(actual, expected, not random, tol, "grad")
         except Mismatch:
             ref = None if random else _float64_grads(op, sample, pristine, cts)
             if ref is None:
                 raise
-            compare(actual, expected, True, GRAD_RTOL, GRAD_ATOL, "grad", list(ref))
+            compare(actual, expected, True, tol, "grad", list(ref))
     except Mismatch as m:
         return _result("wrong", str(m), fallbacks)
     return _result("fallback" if fallbacks else "pass", fallbacks=fallbacks)
@@ -238,16 +262,24 @@ def _backward(op, sample, cpu_out, dev_out, cpu_in, dev_in, random, pristine):
 # None for the output itself), unless the sample asks for a stable sort.
 _TIE_INDICES = {"sort": 1, "topk": 1, "kthvalue": 1, "mode": 1, "median": 1, "nanmedian": 1,
                 "max": 1, "min": 1, "cummax": 1, "cummin": 1, "argsort": None}
-_SIGN_COLUMNS = {"linalg.eigh": 1}
+_SIGN_COLUMNS = {"linalg.eigh": 1, "linalg.eig": 1}  # eigenvectors: up to sign or phase
+# Ops whose gradients flow to whichever of tied values they pick (values only, no indices)
+_PICKS_VALUES = {"msort"}
 # Ops whose tensor arguments after the input must be CPU tensors (PyTorch requires it)
-_CPU_ARGS = {"tensor_split"}  # eigenvectors: each column up to its sign
+_CPU_ARGS = {"tensor_split"}
+
+
+def _picks_among_ties(op, sample):
+    """Whether the op's index outputs (and so its gradients) may pick any of tied values."""
+    return ((op.name in _TIE_INDICES or op.name in _PICKS_VALUES)
+            and isinstance(sample.input, torch.Tensor)
+            and not sample.kwargs.get("stable")
+            and torch.unique(sample.input.detach()).numel() < sample.input.numel())
 
 
 def _loosen(op, sample, out):
     """The CPU outputs with the parts the device may choose differently marked Loose."""
-    if op.name in _TIE_INDICES and isinstance(sample.input, torch.Tensor) and \
-            not sample.kwargs.get("stable") and \
-            torch.unique(sample.input.detach()).numel() < sample.input.numel():
+    if _picks_among_ties(op, sample) and op.name in _TIE_INDICES:
         pos = _TIE_INDICES[op.name]
         if pos is None:
             return Loose(out, "shape")
@@ -257,15 +289,6 @@ def _loosen(op, sample, out):
         pos = _SIGN_COLUMNS[op.name]
         return tuple(Loose(o, "sign-columns") if i == pos else o for i, o in enumerate(out))
     return out
-
-
-def _double(tree):
-    def up(x):
-        if isinstance(x, torch.Tensor) and x.dtype in (torch.float32, torch.complex64):
-            y = x.detach().to(torch.float64 if x.dtype == torch.float32 else torch.complex128)
-            return y.requires_grad_(x.requires_grad)
-        return x
-    return pytree.tree_map(up, tree)
 
 
 def _fresh(tree):
@@ -297,8 +320,8 @@ def _layouts_differ(cpu, dev):
             and (cpu.stride() != dev.stride() or cpu.storage_offset() != dev.storage_offset()))
 
 
-def run_sample(op, sample, backward):
-    """(forward result, backward result or None) for one sample."""
+def run_sample(op, sample, backward, dtype=torch.float32):
+    """(forward result, backward result or None) for one sample of `dtype`."""
     random = is_random(op)
     dev = _device()
     cpu_in = (sample.input, sample.args, sample.kwargs)
@@ -308,7 +331,7 @@ def run_sample(op, sample, backward):
             dev_in = (dev_in[0], sample.args, dev_in[2])
     except Exception as e:  # noqa: BLE001  (e.g. sparse tensors, which XLA does not have)
         dev_in, transfer_error = None, e
-    pristine = _double(cpu_in)  # float64 copies, for a reference when results differ
+    pristine = widen(cpu_in)  # float64 copies, for a reference when results differ
     if transfer_error is None and op.name in _LAYOUT_OPS and _layouts_differ(cpu_in[0], dev_in[0]):
         layout = _result("fail", "layout: the input is a view with a storage offset or strides "
                                  "on the CPU, and XLA tensors look contiguous (seed 4.3)")
@@ -336,14 +359,15 @@ def run_sample(op, sample, backward):
     if cpu_error is not None:
         return _result("fail", f"missing error: the CPU raised {_short(cpu_error)}", fallbacks), None
     loose = _loosen(op, sample, expected)
+    tol = _tolerances(op, dtype)
     try:
         try:
-            compare(actual, loose, values=not random)
+            compare(actual, loose, not random, tol)
         except Mismatch:
             ref = _float64_forward(op, pristine)
             if ref is None:
                 raise
-            compare(actual, loose, values=not random, ref=ref)
+            compare(actual, loose, not random, tol, ref=ref)
         fwd = _result("fallback" if fallbacks else "pass", fallbacks=fallbacks)
     except Mismatch as m:
         fwd = _result("wrong", str(m), fallbacks)
@@ -351,8 +375,10 @@ def run_sample(op, sample, backward):
         return fwd, None
     try:
         process = sample.output_process_fn_grad
-        bwd = _backward(op, sample, process(expected), process(actual), cpu_in, dev_in, random,
-                        pristine)
+        # gradients of a pick among ties flow to whichever value was picked
+        bwd = _backward(op, sample, process(expected), process(actual), cpu_in, dev_in,
+                        random or _picks_among_ties(op, sample), pristine,
+                        _tolerances(op, dtype, grad=True))
     except EntryTimeout:
         raise
     except Exception as e:  # noqa: BLE001  (e.g. output_process_fn_grad failing on the device)
@@ -374,53 +400,70 @@ def _alarm(signum, frame):
     raise EntryTimeout("timed out")
 
 
-def run_entry(op, timeout=None):
-    """{'forward': result, 'backward': result or None, 'dtypes': [...]} for one entry.
-    timeout (seconds, main thread only) ends the entry with a `fail` (timeout)."""
-    supported = op.supported_dtypes("cpu")
-    dtypes = [d for d in FORWARD_DTYPES if d in supported]
-    fwd, bwd = [], []
-    if timeout:
-        old = signal.signal(signal.SIGALRM, _alarm)
-        signal.alarm(int(timeout))
+def _run_dtype(op, dtype, grad, samples):
+    """(forward, backward or None) of the entry in one dtype."""
+    torch.manual_seed(0)  # sample values come from the global generator
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for dtype in dtypes:
-                grad = dtype == torch.float32 and op.supports_autograd
-                torch.manual_seed(0)  # sample values come from the global generator
-                try:
-                    samples = list(_first(op.sample_inputs("cpu", dtype, requires_grad=grad),
-                                          SAMPLES[dtype]))
-                except EntryTimeout:
-                    raise
-                except Exception as e:  # noqa: BLE001
-                    fwd.append(_result("fail", f"harness: sample_inputs raised {_short(e)}"))
-                    bwd.append(fwd[-1] if grad else None)
-                    continue
-                for sample in samples:
-                    try:
-                        f, b = run_sample(op, sample, grad)
-                    except EntryTimeout:
-                        raise
-                    except Exception as e:  # noqa: BLE001
-                        f = _result("fail", f"harness: {_short(e)}")
-                        b = f if grad else None
-                    fwd.append(f)
-                    bwd.append(b)
+        inputs = list(_first(op.sample_inputs("cpu", dtype, requires_grad=grad), samples))
     except EntryTimeout:
-        fwd.append(_result("fail", "timeout"))
-        if op.supports_autograd:
-            bwd.append(_result("fail", "timeout"))
-    finally:
-        if timeout:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, old)
-    backward = _merge(bwd) if op.supports_autograd else None
+        raise
+    except Exception as e:  # noqa: BLE001
+        fail = _result("fail", f"harness: sample_inputs raised {_short(e)}")
+        return fail, (fail if grad else None)
+    fwd, bwd = [], []
+    for sample in inputs:
+        try:
+            f, b = run_sample(op, sample, grad, dtype)
+        except EntryTimeout:
+            raise
+        except Exception as e:  # noqa: BLE001
+            f = _result("fail", f"harness: {_short(e)}")
+            b = f if grad else None
+        fwd.append(f)
+        bwd.append(b)
+    backward = _merge(bwd) if grad else None
     if backward is not None and backward["status"] == "none":
         backward = None
-    return {"forward": _merge(fwd) or _result("none"), "backward": backward,
-            "dtypes": [str(d).replace("torch.", "") for d in dtypes]}
+    return _merge(fwd) or _result("none"), backward
+
+
+def _timed(fn, timeout, on_timeout):
+    """fn(), or on_timeout() if it runs past `timeout` seconds (main thread only)."""
+    if not timeout:
+        return fn()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(timeout))
+    try:
+        return fn()
+    except EntryTimeout:
+        return on_timeout()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def run_entry(op, timeout=None, dtypes=None, samples=None, errors=True):
+    """{'dtypes': {name: {'forward': result, 'backward': result or None}}, 'errors': the
+    error inputs' result or None} for one entry, in `dtypes` (default: all the CPU supports)
+    with `samples` samples each (default SAMPLES). timeout (seconds per dtype and for the
+    error inputs, main thread only) ends a dtype with a `fail` (timeout)."""
+    dtypes = entry_dtypes(op) if dtypes is None else dtypes
+    grads = backward_dtypes(op)
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for dtype in dtypes:
+            grad = dtype in grads
+            n = samples or SAMPLES[dtype != torch.float32]
+            fwd, bwd = _timed(lambda: _run_dtype(op, dtype, grad, n), timeout, lambda: (
+                _result("fail", "timeout"), _result("fail", "timeout") if grad else None))
+            out[dtype_name(dtype)] = {"forward": fwd, "backward": bwd}
+    errs = None
+    if errors:
+        errs = _timed(lambda: error_inputs.run(op, to_device), timeout, lambda: {
+            "status": "fail", "detail": "timeout", "passed": 0, "total": 1, "unsupported": 0,
+            "failures": ["timeout"]})
+    return {"dtypes": out, "errors": errs}
 
 
 def _first(gen, n):
@@ -435,11 +478,14 @@ def category(result) -> str:
     detail = result["detail"]
     if result["status"] == "fallback" or "has no XLA lowering" in detail:
         return "not-lowered"
+    if "raised at the sync" in detail or "out of bounds" in detail or "out of range" in detail:
+        return "value-check"  # a check of values that live on the device until a sync
     if detail.startswith("missing error"):
         return "missing-error"
     if detail == "timeout":
         return "timeout"
-    if "sparse" in detail.lower():
+    if "sparse" in detail.lower() or "not supported on XLA devices" in detail \
+            or "seed 4.3" in detail:
         return "xla-limitation"
     if detail.startswith("harness"):
         return "harness"

@@ -1,7 +1,8 @@
-"""A fixed slice of PyTorch's OpInfo database on the XLA device (every CI_STRIDE-th entry).
+"""A fixed slice of PyTorch's OpInfo database on the XLA device: every CI_STRIDE-th entry in
+float32 (forward, backward, error inputs) and a few entries in each other dtype.
 
-Each entry must pass forward and backward, or fail exactly as tests/opinfo/
-expected_failures.txt says (`fallback` or `fail`): a listed entry that now passes fails the
+Each (entry, dtype) must pass forward and backward, or fail exactly as tests/opinfo/
+expected_failures.txt says (`fallback` or `fail`): a listed pair that now passes fails the
 test too, so the list only shrinks. A wrong result always fails. The whole database runs
 with scripts/opinfo_coverage.
 """
@@ -16,12 +17,14 @@ from . import catalog, harness
 
 EXPECTED = catalog.read_expected()
 SLICE = catalog.ci_slice()
+ERROR_SLICE = [(eid, op) for eid, op, dtype in SLICE
+               if dtype == torch.float32 and op.error_inputs_func is not None]
 _FIX = "update tests/opinfo/expected_failures.txt (scripts/opinfo_coverage --write-expected)"
 
 
 def _on_pinned_torch() -> bool:
     """The expected-failures file is written on CI's torch (requirements-ci.txt). On other
-    releases (scripts/test-matrix) a listed entry may pass or be missing from op_db: the
+    releases (scripts/test-matrix) a listed pair may pass or be missing from op_db: the
     list shrinks only on CI's torch, and what fails on any release still fails the test."""
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "requirements-ci.txt")) as f:
         pinned = re.search(r"^torch==(\S+)", f.read(), re.M).group(1)
@@ -31,31 +34,51 @@ def _on_pinned_torch() -> bool:
 ON_PINNED = _on_pinned_torch()
 
 
-@pytest.mark.parametrize("eid,op", SLICE, ids=[eid for eid, _ in SLICE])
-def test_entry(eid, op):
-    result = harness.run_entry(op, timeout=120)
+def _check(eid, dtype, direction, res, problems):
+    status = "pass" if res is None or res["status"] in ("none", "unsupported") else res["status"]
+    listed = EXPECTED.get((eid, dtype, direction))
+    if status == "wrong":
+        problems.append(f"{direction}: WRONG RESULT (a bug, never an expected failure): "
+                        f"{res['detail']}")
+    elif listed is None and status != "pass":
+        problems.append(f"{direction}: {status}: {harness.summary(res)} (not expected)")
+    elif listed is not None and status != listed[0] and (ON_PINNED or status != "pass"):
+        now = status if status == "pass" else f"{status}: {harness.summary(res)}"
+        problems.append(f"{direction}: listed as {listed[0]} ({listed[1]}), now {now}; {_FIX}")
+
+
+@pytest.mark.parametrize("eid,op,dtype", SLICE,
+                         ids=[f"{eid}-{catalog.dtype_name(d)}" for eid, _, d in SLICE])
+def test_entry(eid, op, dtype):
+    result = harness.run_entry(op, timeout=120, dtypes=[dtype], errors=False)
+    name = catalog.dtype_name(dtype)
     problems = []
     for direction in ("forward", "backward"):
-        res = result[direction]
-        status = "pass" if res is None or res["status"] == "none" else res["status"]
-        listed = EXPECTED.get((eid, direction))
-        if status == "wrong":
-            problems.append(f"{direction}: WRONG RESULT (a bug, never an expected failure): "
-                            f"{res['detail']}")
-        elif listed is None and status != "pass":
-            problems.append(f"{direction}: {status}: {harness.summary(res)} (not expected)")
-        elif listed is not None and status != listed[0] and (ON_PINNED or status != "pass"):
-            now = status if status == "pass" else f"{status}: {harness.summary(res)}"
-            problems.append(f"{direction}: listed as {listed[0]} ({listed[1]}), now {now}; {_FIX}")
+        _check(eid, name, direction, result["dtypes"][name][direction], problems)
     assert not problems, "\n".join(problems)
 
 
-def test_expected_file_names_known_entries():
+@pytest.mark.parametrize("eid,op", ERROR_SLICE, ids=[eid for eid, _ in ERROR_SLICE])
+def test_error_inputs(eid, op):
+    from . import error_inputs
+    res = error_inputs.run(op, harness.to_device)
+    problems = []
+    _check(eid, "-", "errors", res and dict(res, fallbacks=[]), problems)
+    assert not problems, "\n".join(problems)
+
+
+def test_expected_file_names_known_entries_and_dtypes():
     if not ON_PINNED:
         pytest.skip("the file names CI's torch's op_db entries; this torch's differ")
-    ids = {eid for eid, _ in catalog.entries()}
-    unknown = sorted({eid for eid, _ in EXPECTED} - ids)
-    assert not unknown, f"not op_db entries with float32: {unknown}"
+    known = {(eid, catalog.dtype_name(d)) for eid, op in catalog.entries()
+             for d in catalog.entry_dtypes(op)} | {(eid, "-") for eid, _ in catalog.entries()}
+    unknown = sorted({(eid, d) for eid, d, _ in EXPECTED} - known)
+    assert not unknown, f"not op_db entries in a dtype the CPU supports: {unknown}"
+
+
+def test_ci_slice_covers_every_dtype():
+    supported = {d for _, op in catalog.entries() for d in catalog.entry_dtypes(op)}
+    assert {d for _, _, d in SLICE} == supported
 
 
 # ---- the harness itself -------------------------------------------------------------------
@@ -139,3 +162,61 @@ def test_keyword_arguments_dropped_at_defaults_do_not_share_meta_results(dev):
     x, b = torch.tensor(2.0, device=dev), torch.tensor([1.0, 3.0, 5.0], device=dev)
     assert torch.bucketize(x, b, right=True).dtype == torch.int64
     assert torch.bucketize(x, b, out_int32=True).dtype == torch.int32
+
+
+def test_harness_tolerances_follow_the_dtype():
+    """A bfloat16 result one rounding step off passes (PyTorch's bfloat16 tolerance); the same
+    relative offset in float32 is a wrong result."""
+    def nudged(x):
+        y = x.sin()
+        return y * (1 + 2 ** -8) if x.device.type == "xla" else y
+    fwd, _ = harness.run_sample(_Op(nudged), _sample(torch.randn(64).bfloat16()), False,
+                                torch.bfloat16)
+    assert fwd["status"] == "pass", fwd
+    fwd, _ = harness.run_sample(_Op(nudged), _sample(torch.randn(64)), False, torch.float32)
+    assert fwd["status"] == "wrong", fwd
+
+
+def test_harness_float64_arbitrates_rounding():
+    """The CPU rounds to bfloat16 after each of many steps, the device once: far apart, yet
+    the device is the closer to the float64 result, so it passes; off by far more, it is
+    wrong."""
+    def grow(x, off=0.0):
+        if x.device.type == "xla":
+            return (x.float() * (1.01 ** 100 * (1 + off))).to(x.dtype)
+        for _ in range(100):
+            x = x * 1.01
+        return x
+    torch.manual_seed(0)
+    x = torch.rand(64).bfloat16() + 1
+    fwd, _ = harness.run_sample(_Op(grow), _sample(x), False, torch.bfloat16)
+    assert fwd["status"] == "pass", fwd
+    fwd, _ = harness.run_sample(_Op(lambda x: grow(x, 0.3)), _sample(x), False, torch.bfloat16)
+    assert fwd["status"] == "wrong", fwd
+
+
+def test_harness_error_inputs_must_raise_at_the_op():
+    from torch.testing._internal.opinfo.core import ErrorInput, SampleInput
+
+    from . import error_inputs
+    bad = ErrorInput(SampleInput(torch.randn(3)), error_type=ValueError, error_regex="no good")
+
+    def raising(x):
+        raise ValueError("no good at all")
+    assert error_inputs.check_one(_Op(raising), bad, harness.to_device) == ("pass", "")
+
+    def wrong_message(x):
+        if x.device.type == "xla":
+            raise ValueError("something else")
+        raise ValueError("no good")
+    status, detail = error_inputs.check_one(_Op(wrong_message), bad, harness.to_device)
+    assert status == "fail" and "something else" in detail
+
+    def silent_on_device(x):
+        if x.device.type == "xla":
+            return x + 1
+        raise ValueError("no good")
+    status, detail = error_inputs.check_one(_Op(silent_on_device), bad, harness.to_device)
+    assert status == "fail" and detail.startswith("missing error")
+    status, _ = error_inputs.check_one(_Op(lambda x: x), bad, harness.to_device)
+    assert status == "none"  # the CPU does not raise: not counted

@@ -5,10 +5,12 @@ must fail only for ops without a lowering (the lazy path runs those on the CPU, 
 StableHLO program cannot), never with a wrong result. The whole database runs with
 `python -m tests.opinfo.export_harness`."""
 import pytest
+import torch
 
 from . import catalog, export_harness
 
-SLICE = catalog.ci_slice()[::2]  # an export costs a second: half the slice keeps CI short
+# float32 entries only; an export costs a second: half of them keeps CI short
+SLICE = [(eid, op) for eid, op, dtype in catalog.ci_slice() if dtype == torch.float32][::2]
 
 
 @pytest.mark.parametrize("eid,op", SLICE, ids=[eid for eid, _ in SLICE])

@@ -20,7 +20,7 @@ from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
 from .ir import In, Node, Sc, Value, fill_template
 from .lowering import load_all, lookup, scalar_arguments
-from .meta import meta_outputs
+from .meta import cpu_error, meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
 
 aten = torch.ops.aten
@@ -109,15 +109,15 @@ def trace(func, lowering, args, kwargs):
         func, args, kwargs, dynamic=not lowering.static_scalars)
     if lowering.dynamic_shape:
         return _run_eagerly(lowering, template, inputs, scalars, device)
-    structure, avals = meta_outputs(func, args, kwargs, sig)
+    structure, avals, origin = meta_outputs(func, args, kwargs, sig)
     if lowering.rng:
         scalars = scalars + (rng.next_seed(device),)
     if structure == "t":
-        node = Node(lowering, template, inputs, scalars, avals)
+        node = Node(lowering, template, inputs, scalars, avals, origin)
         shape, dtype = avals[0]
         return wrap(Value(shape, dtype, device, node, 0))
     present = tuple(a for a in avals if a is not None)
-    node = Node(lowering, template, inputs, scalars, present)
+    node = Node(lowering, template, inputs, scalars, present, origin)
     index = iter(range(len(present)))
     return structure([None if a is None else wrap(Value(a[0], a[1], device, node=node, index=next(index)))
                       for a in avals])
@@ -170,16 +170,29 @@ def dispatch(func, args, kwargs):
         return _mutating(func, args, kwargs)
     decomp = decomposition_table.get(func)
     if decomp is not None:
-        return decomp(*args, **kwargs)
+        return _decomposed(decomp, func, args, kwargs)
     out = func.decompose(*args, **kwargs)
     if out is not NotImplemented:
         return out
     return cpu_fallback(func, args, kwargs)
 
 
+def _decomposed(decomp, func, args, kwargs):
+    """A decomposition's own checks word their errors their own way: users get the CPU
+    kernel's error for the same arguments instead, where it raises one."""
+    try:
+        return decomp(*args, **kwargs)
+    except (RuntimeError, ValueError, IndexError, TypeError) as e:
+        raise (cpu_error(func, args, kwargs, full_size=True) or e) from None
+
+
 def _functional_variant(func):
     name = func._schema.name.split("::")[1]
     overload = func._overloadname
+    if name.startswith("__i") and name.endswith("__"):  # __ior__: __or__ is its functional form
+        packet = getattr(aten, "__" + name[3:], None)
+        op = getattr(packet, overload, None) if packet is not None else None
+        return op if op is not None and not op._schema.is_mutable else None
     base = name[:-1] if name.endswith("_") else name
     packet = getattr(aten, base, None)
     if packet is None:

@@ -1,11 +1,11 @@
 """Ops with a meaning to the engine beyond a lowering: transfers between devices and the
 host, reads of values, aliases, and ops whose arguments need the engine before they can be
-traced (indices on the CPU, batch norm's running statistics, linalg error checks). Each is
-registered with the dispatch entry by `@engine_op`.
+traced (indices on the CPU, batch norm's running statistics, linalg error checks, random
+ops' argument checks). Each is registered with the dispatch entry by `@engine_op`.
 """
 import torch
 
-from . import debug
+from . import user_code, value_checks
 from .dispatch import dispatch, engine_op, trace
 from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
@@ -83,22 +83,58 @@ def _equal(a, b):
     return bool(_local_scalar_dense(dispatch(aten.all.default, (dispatch(aten.eq.Tensor, (a, b), {}),), {})))
 
 
+@engine_op(aten.allclose.default)
+def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """PyTorch's definition, isclose(...).all(), read from the device (a sync)."""
+    close = dispatch(aten.isclose.default, (a, b, rtol, atol, equal_nan), {})
+    return bool(_local_scalar_dense(dispatch(aten.all.default, (close,), {})))
+
+
 @engine_op(aten._linalg_check_errors.default)
 def _linalg_check_errors(info, api_name, is_matrix):
     """PyTorch's error for a failed factorization (`info` != 0). PyTorch checks at the op;
     here the check waits for the program that computes `info` (the end of the step, or a
     host read before it), so it costs no device run of its own. The error is PyTorch's
-    own, from its check on the CPU copy, naming the user's line that called the op."""
-    where = debug.user_frame()
+    own, from its check on the CPU copy, naming the user's line that called the op (or,
+    for a backward pass's op, the line that called backward)."""
+    origin = user_code.user_line()
 
     def check(cpu_info):
         try:
             aten._linalg_check_errors(cpu_info, api_name, is_matrix=is_matrix)
         except RuntimeError as e:
-            line = f" at {where[0]}: {where[1]}" if where else ""
-            raise type(e)(f"{e}\n(on XLA checked once the step's program ran, not at the op: "
-                          f"{api_name} was called{line})") from None
+            raise value_checks.deferred_error(e, api_name, origin) from None
     defer_check(info._value, check)
+
+
+_checked = set()  # (op, shape, dtype, static arguments) whose argument checks passed
+
+
+def _cpu_checks(func, x, shape, *args, **kwargs):
+    """PyTorch's argument checks (and messages) for a random op: its CPU kernel run on a
+    stand-in of x (ones of `shape`, x's dtype) with a private generator, once per signature,
+    so the user's CPU random stream is untouched."""
+    key = (func, tuple(shape), x.dtype, args, tuple(sorted(kwargs.items())))
+    if key in _checked:
+        return
+    func(torch.ones((), dtype=x.dtype).expand(shape), *args, generator=torch.Generator(), **kwargs)
+    _checked.add(key)
+
+
+@engine_op(aten.multinomial.default)
+def _multinomial(x, num_samples, replacement=False, generator=None):
+    """(Its meta kernel checks none of sample counts, categories and dtypes.)"""
+    _cpu_checks(aten.multinomial.default, x, x.shape, int(num_samples), replacement)
+    return trace(aten.multinomial.default, REGISTRY[aten.multinomial.default],
+                 (x, num_samples, replacement), {})
+
+
+@engine_op(aten.uniform.default)
+def _uniform(x, from_=0.0, to=1.0, generator=None, **kwargs):
+    """(Its range checks depend on the bounds' values, which are program parameters.)"""
+    low = kwargs.get("from", from_)
+    _cpu_checks(aten.uniform.default, x, (1,), float(low), float(to))
+    return trace(aten.uniform.default, REGISTRY[aten.uniform.default], (x, low, to), {})
 
 
 @engine_op(aten.lift_fresh.default)
@@ -129,7 +165,10 @@ def _indices(x, indices, masks):
 
 @engine_op(aten.index.Tensor, aten._unsafe_index.Tensor, with_op=True)
 def _index(func, x, indices):
-    return trace(func, REGISTRY[func], (x, _indices(x, indices, False)), {})
+    indices = _indices(x, indices, False)
+    out = trace(func, REGISTRY[func], (x, indices), {})
+    value_checks.check_index(func, x, indices)
+    return out
 
 
 @engine_op(aten.index_put.default, aten._unsafe_index_put.default, with_op=True)
@@ -137,7 +176,10 @@ def _index_put(func, x, indices, values, accumulate=False):
     # A lone boolean mask is lowered statically (its result has x's shape).
     lone_mask = sum(i is not None for i in indices) == 1 and any(
         i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
-    return trace(func, REGISTRY[func], (x, _indices(x, indices, lone_mask), values, accumulate), {})
+    indices = _indices(x, indices, lone_mask)
+    out = trace(func, REGISTRY[func], (x, indices, values, accumulate), {})
+    value_checks.check_index(func, x, indices)
+    return out
 
 
 @engine_op(aten._propagate_xla_data.default)

@@ -7,14 +7,17 @@ kernel is probed on stand-ins of the arguments:
   ops, mixed dtypes and empty inputs of the matmul family), on tensors of the same dtypes
   and ranks whose sizes are min(size, 1) (empty inputs stay empty, shapes that fit
   still fit): counted as `ErrorProbe`, no real work;
-- on the error path only (a meta kernel or that probe raised), on zero-stride tensors of
-  the same shapes, for the message the CPU gives for them (it may name the sizes):
-  counted as `FullSizeErrorProbe`.
+- on the error path only (a meta kernel or that probe raised, or the arguments' metadata
+  show a check the small sizes would not reproduce: convolution's parameters, index_add's
+  source shape), on zero-stride tensors of the same shapes, for the message the CPU gives
+  for them (it may name the sizes): counted as `FullSizeErrorProbe`.
+The cached entry also keeps the user's line of the first call with its signature, which
+an error at compilation names.
 """
 import torch
 from torch.utils import _pytree as pytree
 
-from . import metrics, runtime, torch_compat
+from . import metrics, runtime, torch_compat, user_code
 from .caches import GenerationCache
 from .tensor import XLATensor
 
@@ -31,11 +34,12 @@ def _to_meta(obj):
     return obj
 
 
-# Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes, empty inputs).
+# Ops whose meta kernels accept what the CPU kernels reject (mixed dtypes, empty inputs,
+# the rank of boundaries).
 _CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
                 aten.mv.default, aten.addmv.default, aten.dot.default, aten.vdot.default,
                 aten.max.default, aten.min.default, aten.argmax.default, aten.argmin.default,
-                aten._scaled_dot_product_flash_attention_for_cpu.default}
+                aten.bucketize.Tensor, aten._scaled_dot_product_flash_attention_for_cpu.default}
 
 
 def _small_stand_in(obj):
@@ -93,14 +97,49 @@ def _cpu_norm_stats(args, kwargs, avals):
                                for a in avals[1:])
 
 
+def _conv_params_out_of_range(args, kwargs) -> bool:
+    """Convolution's meta kernel accepts negative padding and non-positive strides and
+    dilations, which its CPU kernel rejects."""
+    _, _, _, stride, padding, dilation, _, output_padding, _ = args
+    return (any(p < 0 for p in (*padding, *output_padding)) or any(s <= 0 for s in stride)
+            or any(d <= 0 for d in dilation))
+
+
+def _index_add_source_mismatch(args, kwargs) -> bool:
+    """index_add's meta kernel accepts a source whose shape differs from self's outside
+    `dim`, which its CPU kernel rejects (sizes the small stand-ins do not keep)."""
+    self, dim, _, source = args[:4]
+    if source.dim() == 0 or self.dim() == 0:
+        return False
+    dim = dim % self.dim()
+    return source.dim() != self.dim() or any(
+        s != o for d, (s, o) in enumerate(zip(self.shape, source.shape)) if d != dim)
+
+
+# Ops whose meta kernels miss a check of their CPU kernels that the small stand-ins would
+# not reproduce, with a test on the arguments' metadata that the check fails: then the CPU
+# kernel is probed on the full-size stand-ins (the error path only).
+_CPU_CHECKED_WHEN = {aten.convolution.default: _conv_params_out_of_range,
+                     aten.index_add.default: _index_add_source_mismatch}
+
+
+# Elementwise ops PyTorch does not tag pointwise whose CPU kernels check dtypes their meta
+# kernels accept (complex(float, double), masked_scatter's uint8 mask).
+_ELEMENTWISE = {aten.complex.default, aten.polar.default, aten.masked_scatter.default}
+
+
 def _is_pointwise(func) -> bool:
     """Pointwise ops whose dtype rules PyTorch checks in its CPU kernels, not its meta ones."""
-    return torch.Tag.pointwise in func.tags and func.namespace == "aten" and not func._schema.is_mutable
+    return (torch.Tag.pointwise in func.tags and func.namespace == "aten"
+            and not func._schema.is_mutable) or func in _ELEMENTWISE
 
 
 def meta_outputs(func, args, kwargs, sig):
-    """(structure, avals) of the op's outputs: structure is 't' for one tensor, or a tuple or
-    list of 't' for several. `sig` is the call's hashable signature (the cache key)."""
+    """(structure, avals, origin) of the op's outputs. structure is 't' for one tensor, or a
+    tuple or list of 't' for several; `sig` is the call's hashable signature (the cache
+    key); origin is the user's line (`user_code.user_line`) of the first call with that
+    signature. A lowering that fails for a signature fails for every call with it, so that
+    line says where a failing op was made, found once per signature, not per op traced."""
     key = (id(func), sig)
     hit = _recent(key) or _cache.get(key)
     if hit is not None:
@@ -108,8 +147,13 @@ def meta_outputs(func, args, kwargs, sig):
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
     try:
         out = (torch_compat.meta_stand_in(func) or func)(*margs, **mkwargs)
-    except (RuntimeError, ValueError, IndexError, TypeError) as e:
+    except (RuntimeError, ValueError, IndexError, TypeError, AssertionError) as e:
         raise (cpu_error(func, args, kwargs, full_size=True) or e) from None
+    fails = _CPU_CHECKED_WHEN.get(func)
+    if fails is not None and fails(args, kwargs):
+        error = cpu_error(func, args, kwargs, full_size=True)
+        if error is not None:
+            raise error
     if func in _CPU_CHECKED or _is_pointwise(func):
         # the error path: the message from the same shapes (and no error where the small
         # sizes alone made one)
@@ -118,17 +162,18 @@ def meta_outputs(func, args, kwargs, sig):
             if error is not None:
                 raise error
     if isinstance(out, torch.Tensor):
-        result = ("t", ((tuple(out.shape), out.dtype),))
+        result = ["t", ((tuple(out.shape), out.dtype),)]
     elif isinstance(out, (tuple, list)) and all(o is None or isinstance(o, torch.Tensor) for o in out):
         # None: an output the op leaves out (a backward's output_mask); the lowering returns
         # None there too, and the node has no output for it
-        result = (type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out))
+        result = [type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out)]
     else:
         raise NotImplementedError(f"{func}: output {type(out).__name__} is not a tensor")
     if func in _NORM_STATS:
-        result = (result[0], _cpu_norm_stats(args, kwargs, result[1]))
+        result[1] = _cpu_norm_stats(args, kwargs, result[1])
     for aval in result[1]:
         if aval is not None:
             runtime.to_jax_dtype(aval[1])  # a dtype XLA devices lack is refused at the op
+    result = (result[0], result[1], user_code.user_line())
     _cache.put(key, result)
     return result

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import assert_lowered, assert_same, check_lowered
+from tests.conftest import assert_lowered, assert_same, check_lowered, to_xla
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
@@ -65,3 +65,28 @@ def test_unbatched_and_module():
 def test_bfloat16():
     x, w = torch.randn(2, 3, 6, 6).to(torch.bfloat16), torch.randn(4, 3, 3, 3).to(torch.bfloat16)
     check_lowered(lambda x, w: F.conv2d(x, w), x, w, atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_convolution_adds_its_bias_before_rounding(dtype):
+    """A bias that nearly cancels the convolution: rounding the convolution to the dtype
+    first (then adding) would lose most of the result's digits. Compared with the float32
+    computation rounded once (PyTorch's CPU float16 transposed convolution is itself less
+    accurate than that)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 3, 5, 5, generator=g).to(dtype) + 4
+    w = (torch.rand(4, 3, 3, 3, generator=g) * 0.2 + 0.9).to(dtype)
+    bias = -F.conv2d(x.float(), w.float()).mean((0, 2, 3)).to(dtype)
+    wt = w.transpose(0, 1).contiguous()
+
+    def run(x, w, b, wt):  # outputs and gradients, the cotangents the same in both dtypes
+        outs = [F.conv2d(x, w, b), F.conv_transpose2d(x, wt, b)]
+        cts = [torch.arange(o.numel(), device=o.device).reshape(o.shape).cos().to(o.dtype)
+               for o in outs]
+        return outs + list(torch.autograd.grad(outs, [x, w, b, wt], cts))
+    args = [t.requires_grad_() for t in (x, w, bias, wt)]
+    expected = [e.to(dtype) for e in run(*[a.detach().float().requires_grad_() for a in args])]
+    actual = run(*to_xla(args))
+    for a, e in zip(actual, expected):
+        assert a.dtype == dtype
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-2, atol=2e-2)

@@ -374,6 +374,19 @@ def test_python_scalars_keep_double_precision(dtype):
                        0.3 * t, t * (0.1 + 0.2j)), x, rtol=1e-14, atol=1e-15)
 
 
+def test_complex_logaddexp_keeps_the_cpus_branch():
+    """The imaginary part follows the operand with the larger real part (PyTorch's form), not
+    the principal branch; NaNs infect, equal -inf real parts give the smaller operand."""
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(8, dtype=torch.cdouble, generator=g) * 3 for _ in range(2))
+    special = torch.tensor([complex(-math.inf, 2), complex(1, math.nan), complex(3, 2)],
+                           dtype=torch.cdouble)
+    other = torch.tensor([complex(-math.inf, 1), complex(0, 1), complex(1, 3.5)],
+                         dtype=torch.cdouble)
+    lowered(lambda a, b, c, d: (torch.logaddexp(a, b), torch.logaddexp(c, d),
+                                torch.logaddexp(a.to(torch.cfloat), b.real)), x, y, special, other)
+
+
 def test_float64_stays_float64():
     check_lowered(lambda a: (a.exp(), a * 2.5, F.gelu(a), a.atan2(a + 1), a.erfinv()), rand(4, low=-0.9, high=0.9).double())
 

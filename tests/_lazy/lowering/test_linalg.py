@@ -278,6 +278,15 @@ def test_cholesky_deprecated():
                       rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_matrix_exp_of_half_matrices_is_computed_in_float32(dtype):
+    """(PyTorch's own CPU kernel gives garbage in these dtypes: compared with float32's.)"""
+    a = (seeded_randn(2, 3, 3, grad=False) / 4).to(dtype)
+    out = torch.linalg.matrix_exp(to_xla(a)).cpu()
+    assert out.dtype == dtype
+    torch.testing.assert_close(out, torch.linalg.matrix_exp(a.float()).to(dtype))
+
+
 def test_cholesky_of_empty_matrices():
     check_lowered(lambda a, b: [torch.cholesky(a), torch.cholesky(b, upper=True)], torch.zeros(0, 0),
                   torch.zeros(0, 3, 3))

@@ -213,3 +213,15 @@ def test_segment_reduce_ties_and_zeros():
     lengths = torch.tensor([3, 2, 1, 2, 2])
     check_lowered(lambda x, n: [torch.segment_reduce(x, r, lengths=n) for r in ("prod", "max", "min")]
                   + [torch.segment_reduce(x, "prod", lengths=n, initial=3.0)], x, lengths, grads=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_logsumexp_and_logcumsumexp_keep_the_cpus_branches(dtype):
+    """logsumexp shifts by the largest real part (its imaginary part is the principal angle
+    of the sum); logcumsumexp is PyTorch's sequential complex log-add-exp, whose imaginary
+    parts leave the principal range as the CPU's do."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 6, dtype=dtype, generator=g) * 4
+    check_lowered(lambda t: [torch.logsumexp(t, 1), torch.logsumexp(t, (0, 1)),
+                             torch.logcumsumexp(t, 1), torch.logcumsumexp(t, 0)], x,
+                  rtol=1e-5, atol=1e-5)

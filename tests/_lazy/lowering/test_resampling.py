@@ -36,6 +36,24 @@ def test_upsample_nearest_uint8():
     check_lowered(lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"), x)
 
 
+@pytest.mark.parametrize("mode,kwargs", [("bilinear", {}), ("bilinear", {"align_corners": True}),
+                                         ("bicubic", {}), ("bilinear", {"antialias": True})])
+@pytest.mark.parametrize("channels", [3, 6])
+def test_upsample_uint8_rounds_and_saturates_each_pass(mode, kwargs, channels):
+    """uint8 pixels are interpolated in float32 and rounded and saturated after each
+    separable pass, as PyTorch's CPU kernels do; those kernels use int16 fixed-point weights,
+    so a pixel may land a unit apart per pass (bicubic overshoot saturates, never wraps)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (2, channels, 20, 24), dtype=torch.uint8, generator=g)
+    x[..., ::3, ::2] = torch.tensor([0, 255], dtype=torch.uint8).repeat(12)[:12]  # edges
+    for size in [(37, 50), (9, 11)]:
+        expected = F.interpolate(x, size=size, mode=mode, **kwargs)
+        actual = F.interpolate(x.to("xla:0"), size=size, mode=mode, **kwargs).cpu()
+        assert actual.dtype == torch.uint8
+        diff = (actual.int() - expected.int()).abs()
+        assert diff.max() <= 2 and (diff > 0).float().mean() < 0.1, (diff.max(), (diff > 0).sum())
+
+
 def test_upsample_bilinear_antialiased():
     def resize(x):
         return [F.interpolate(x, size=s, mode="bilinear", antialias=True, align_corners=ac)

@@ -134,3 +134,23 @@ VALUES = torch.tensor([[2.0, 0.5, 7.0, 9.0], [0.0, -5.0, 5.0, -1.0]])
     lambda s, v: torch.bucketize(3, s[0], out_int32=True)])
 def test_searchsorted_and_bucketize(fn):
     check_lowered(fn, SEQ, VALUES)
+
+
+_UNIQUE_INPUTS = [torch.tensor([[3, 1], [2, 3]]), torch.tensor([1.0, math.nan, math.nan, 2.0, 1.0]),
+                  torch.zeros(0), torch.tensor([True, False, True]), torch.tensor(5),
+                  torch.randint(0, 3, (4, 5), generator=torch.Generator().manual_seed(0)).bfloat16()]
+
+
+@pytest.mark.parametrize("x", _UNIQUE_INPUTS, ids=["int", "nan", "empty", "bool", "0d", "bf16"])
+def test_unique_and_unique_consecutive(x):
+    """On the device (run eagerly: their shapes depend on the values), each NaN its own
+    value; outputs not asked for are empty, as on the CPU."""
+    a = torch.ops.aten
+
+    def run(t):
+        outs = [*a._unique2(t, True, True, True), *a._unique2(t, True, False, False),
+                *a._unique(t, True, True), *a.unique_consecutive(t, True, True)]
+        if t.dim() and t.numel() and not t.is_floating_point():
+            outs += [*a.unique_dim(t, 0, True, True, True), *a.unique_consecutive(t, True, True, -1)]
+        return outs
+    check_lowered(run, x)

@@ -2,12 +2,14 @@
 for activations and (O, I/groups, spatial...) for weights ((I, O/groups, ...) transposed).
 
 The backward is the vector-Jacobian product of the same jax function, which XLA turns
-into the usual pair of convolutions.
+into the usual pair of convolutions. float16/bfloat16 convolutions give float32 results
+and add their bias in float32, rounded once (the engine casts), as PyTorch's CPU kernels.
 """
 import jax
 import jax.numpy as jnp
 
 from . import aten, lower
+from ._types import opmath
 
 
 def _dimension_numbers(nd):
@@ -31,14 +33,14 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
         return jax.lax.conv_general_dilated(
             x, w, window_strides=stride, padding=[(p, p) for p in padding],
             rhs_dilation=dilation, dimension_numbers=dn, feature_group_count=groups,
-            preferred_element_type=x.dtype)
+            preferred_element_type=opmath(x.dtype))
     k = w.shape[2:]
     pads = [(d * (kk - 1) - p, d * (kk - 1) - p + op)
             for kk, p, d, op in zip(k, padding, dilation, output_padding)]
     return jax.lax.conv_general_dilated(
         x, _transposed_weight(w, groups), window_strides=(1,) * nd, padding=pads,
         lhs_dilation=stride, rhs_dilation=dilation, dimension_numbers=dn,
-        feature_group_count=groups, preferred_element_type=x.dtype)
+        feature_group_count=groups, preferred_element_type=opmath(x.dtype))
 
 
 def _expand(v, nd):
@@ -62,6 +64,6 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
     args = (_expand(stride, nd), _expand(padding, nd), _expand(dilation, nd), transposed,
             _expand(output_padding, nd), groups)
     _, pullback = jax.vjp(lambda a, b: _conv(a, b, *args), x, w)
-    dx, dw = pullback(grad.astype(x.dtype))
+    dx, dw = pullback(grad.astype(opmath(x.dtype)))
     db = jnp.sum(grad, axis=(0,) + tuple(range(2, grad.ndim))) if output_mask[2] else None
     return (dx if output_mask[0] else None, dw if output_mask[1] else None, db)

@@ -69,7 +69,29 @@ lower(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor
 lower(aten.copysign.Tensor, aten.copysign.Scalar)(_float_binary(jnp.copysign))
 lower(aten.atan2.default)(_float_binary(jnp.arctan2))
 lower(aten.hypot.default)(_float_binary(jnp.hypot))
-lower(aten.logaddexp.default)(_float_binary(jnp.logaddexp))
+@lower(aten.logaddexp.default)
+def logaddexp(x, y):
+    dtype = float_opmath(result_type(x, y))
+    x, y = cast(x, dtype), cast(y, dtype)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        return complex_logaddexp(x, y)
+    return jnp.logaddexp(x, y)
+
+
+def complex_logaddexp(x, y):
+    """PyTorch's complex log-add-exp (logaddexp, logcumsumexp): max + log1p(exp(min - max))
+    with min/max by real part, so the imaginary part stays on max's branch; a NaN anywhere
+    makes NaN, equal infinite real parts are special."""
+    x_min = jnp.real(x) < jnp.real(y)
+    lo, hi = jnp.where(x_min, x, y), jnp.where(x_min, y, x)
+    out = jnp.log1p(jnp.exp(lo - hi)) + hi
+    nan = jnp.isnan(x) | jnp.isnan(y)
+    same_inf = ~jnp.isfinite(jnp.real(lo)) & (jnp.real(lo) == jnp.real(hi))
+    at_inf = jnp.where(jnp.real(lo) < 0, lo, jnp.log(jnp.exp(lo) + jnp.exp(hi)))
+    out = jnp.where(same_inf, at_inf, out)
+    return jnp.where(nan, jnp.asarray(complex(math.nan, math.nan), out.dtype), out)
+
+
 lower(aten.logaddexp2.default)(_float_binary(jnp.logaddexp2))
 
 

@@ -372,6 +372,8 @@ def pinv(a, atol=None, rtol=None, hermitian=False):
 
 @lower(aten.linalg_matrix_exp.default)
 def matrix_exp(a):
+    """float16/bfloat16 computed in float32 (jax's expm takes neither)."""
+    a = a.astype(opmath(a.dtype))
     if a.ndim == 2:
         return jsl.expm(a)
     flat = a.reshape((-1,) + a.shape[-2:])

@@ -16,7 +16,7 @@ from jax import lax
 from .. import runtime
 from . import aten, lower
 from ._linear import linear_backward
-from ._types import float_opmath
+from ._types import float_opmath, opmath
 
 
 
@@ -306,7 +306,9 @@ def smooth_l1_loss_backward(grad, x, target, reduction, beta):
 
 @lower(aten.huber_loss.default)
 def huber_loss(x, target, reduction=1, delta=1.0):
-    z = jnp.abs(x - target)
+    """(float16/bfloat16 computed in float32, as the CPU's kernel)"""
+    dt = opmath(x.dtype)
+    z = jnp.abs(x.astype(dt) - target.astype(dt))
     return _reduce(jnp.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta)), reduction)
 
 
@@ -436,6 +438,8 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     bags give zeros."""
     bag, keep, nbags = _bags(indices, offsets, include_last_offset, padding_idx)
     rows = jnp.take(weight, indices, axis=0, mode="clip")
+    if mode != 2:  # sums in float32 for float16/bfloat16 weights, rounded once (the engine)
+        rows = rows.astype(opmath(rows.dtype))
     if per_sample_weights is not None:
         rows = rows * per_sample_weights[:, None].astype(rows.dtype)
     size = jax.ops.segment_sum(keep.astype(jnp.int64), bag, nbags)

@@ -8,6 +8,16 @@ from . import aten, lower
 from ._types import float_of
 
 
+def _uniform(key, shape, dtype, lo=0.0, hi=1.0):
+    """Uniform values in [lo, hi); a complex dtype draws its real and imaginary parts so, as
+    PyTorch's uniform_ does through view_as_real."""
+    dtype = np.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        parts = jax.random.uniform(key, (2,) + tuple(shape), jnp.finfo(dtype).dtype, lo, hi)
+        return jax.lax.complex(parts[0], parts[1])
+    return jax.random.uniform(key, tuple(shape), dtype, minval=lo, maxval=hi)
+
+
 @lower(aten.normal_functional.default, rng=True)
 def normal_functional(x, mean=0.0, std=1.0, generator=None, *, key):
     return mean + std * jax.random.normal(key, x.shape, float_of(x.dtype))
@@ -27,13 +37,13 @@ def randn(size, generator=None, dtype=None, layout=None, device=None, pin_memory
 
 @lower(aten.rand.default, rng=True)
 def rand(size, generator=None, dtype=None, layout=None, device=None, pin_memory=None, *, key):
-    return jax.random.uniform(key, tuple(size), runtime.to_jax_dtype(dtype) if dtype else np.float32)
+    return _uniform(key, size, runtime.to_jax_dtype(dtype) if dtype else np.float32)
 
 
 @lower(aten.uniform.default, rng=True)
 def uniform(x, from_=0.0, to=1.0, generator=None, *, key, **kw):
     lo, hi = kw.get("from", from_), to
-    return jax.random.uniform(key, x.shape, float_of(x.dtype), minval=lo, maxval=hi)
+    return _uniform(key, x.shape, float_of(x.dtype), lo, hi)
 
 
 @lower(aten.bernoulli.default, aten.bernoulli.Tensor, rng=True)
@@ -98,7 +108,7 @@ def _like_dtype(x, dtype):
 @lower(aten.rand_like, rng=True)
 def rand_like(x, generator=None, dtype=None, *, key, **_):
     dtype = _like_dtype(x, dtype)
-    return jax.random.uniform(key, x.shape, float_of(dtype)).astype(dtype)
+    return _uniform(key, x.shape, float_of(dtype)).astype(dtype)
 
 
 @lower(aten.randn_like, rng=True)

@@ -13,6 +13,7 @@ from jax import lax
 from .. import runtime
 from . import aten, lower
 from ._types import cast, float_opmath, opmath
+from .elementwise import complex_logaddexp
 
 
 def _axes(x, dim, empty_means_all=True):
@@ -157,7 +158,9 @@ def std_mean(x, dim=None, correction=None, keepdim=False):
 def logsumexp(x, dim, keepdim=False):
     x = x.astype(float_opmath(x.dtype))
     axes = _axes(x, dim)
-    m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
+    # the shift is the largest real part (complex inputs too, as PyTorch: the imaginary part
+    # stays the principal angle of the sum)
+    m = jnp.max(jnp.real(x), axis=axes, keepdims=True, initial=-jnp.inf)
     m = jnp.where(jnp.isinf(m), jnp.zeros((), m.dtype), m)  # all -inf (or an inf): no shift
     out = jnp.log(jnp.sum(jnp.exp(x - m), axis=axes, keepdims=True)) + m
     return out if keepdim else jnp.squeeze(out, axes)
@@ -310,7 +313,17 @@ def logcumsumexp(x, dim):
     x = x.astype(float_opmath(x.dtype))
     if x.ndim == 0:
         return x
-    return lax.cumlogsumexp(x, axis=dim % x.ndim)
+    if not jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return lax.cumlogsumexp(x, axis=dim % x.ndim)
+    # complex: PyTorch's sequential scan of its complex log-add-exp, whose branches the
+    # order of additions decides
+
+    def step(acc, v):
+        out = complex_logaddexp(v, acc)
+        return out, out
+    xs = jnp.moveaxis(x, dim, 0)
+    start = jnp.full(xs.shape[1:], complex(-math.inf, 0), x.dtype)
+    return jnp.moveaxis(lax.scan(step, start, xs)[1], 0, dim)
 
 
 def _cum_extreme(later_wins):

@@ -60,19 +60,32 @@ def _taps(n, o, scale, mode, align_corners, dt):
     return [(np.clip(i + j - 1, 0, n - 1), w) for j, w in enumerate(weights)]
 
 
+def _rounded_like(out, x):
+    """An interpolation of integer (uint8) pixels back to their type: rounded half up and
+    saturated, as PyTorch's CPU kernels do after each separable pass (its fixed-point path
+    can land a unit apart where the exact value is near a half)."""
+    if not jnp.issubdtype(x.dtype, jnp.integer):
+        return out
+    info = jnp.iinfo(x.dtype)
+    return jnp.clip(jnp.floor(out + 0.5), info.min, info.max).astype(x.dtype)
+
+
 def _upsample(x, output_size, scales, mode, align_corners=False):
+    """One separable pass per spatial dim, the last first; integer pixels are interpolated in
+    float32 and rounded back after each pass, as on the CPU."""
     nd = len(output_size)
-    if mode not in ("nearest", "nearest-exact"):
-        x = x.astype(float_opmath(x.dtype))
-    dt = np.float64 if x.dtype == np.float64 else np.float32
     for i in reversed(range(nd)):
         ax = x.ndim - nd + i
+        dt = np.float64 if x.dtype == np.float64 else np.float32
         taps = _taps(x.shape[ax], output_size[i], scales[i], mode, align_corners, dt)
         if taps[0][1] is None:
             x = jnp.take(x, taps[0][0], axis=ax)
             continue
+        xf = x.astype(float_opmath(x.dtype))
         bshape = (-1,) + (1,) * (x.ndim - ax - 1)
-        x = sum(jnp.take(x, idx, axis=ax) * jnp.asarray(w, x.dtype).reshape(bshape) for idx, w in taps)
+        out = sum(jnp.take(xf, idx, axis=ax) * jnp.asarray(w, xf.dtype).reshape(bshape)
+                  for idx, w in taps)
+        x = _rounded_like(out, x)
     return x
 
 
@@ -133,6 +146,11 @@ def _aa_matrices(in_hw, out_hw, align_corners, scales_h, scales_w, dtype):
 def upsample_bilinear2d_aa(x, output_size, align_corners, scales_h=None, scales_w=None):
     acc = float_opmath(x.dtype)
     wh, ww = _aa_matrices(x.shape[-2:], output_size, align_corners, scales_h, scales_w, acc)
+    if jnp.issubdtype(x.dtype, jnp.integer):  # two passes, rounded after each (see above)
+        rows = _rounded_like(jnp.einsum("nchw,pw->nchp", x.astype(acc), ww,
+                                        precision=lax.Precision.HIGHEST), x)
+        return _rounded_like(jnp.einsum("oh,nchp->ncop", wh, rows.astype(acc),
+                                        precision=lax.Precision.HIGHEST), x)
     return jnp.einsum("oh,nchw,pw->ncop", wh, x.astype(acc), ww, precision=lax.Precision.HIGHEST)
 
 

@@ -1,4 +1,5 @@
-"""Sorting and order statistics: sort, topk, kthvalue, median, nanmedian, mode, searchsorted.
+"""Sorting and order statistics: sort, topk, kthvalue, median, nanmedian, mode, searchsorted,
+unique.
 
 Everything is built on one stable sort of (values, indices) along a dim. NaN sorts above
 every number and -0.0 ties with 0.0 (lax.sort canonicalises both), as in PyTorch.
@@ -135,3 +136,65 @@ def searchsorted(seq, values, out_int32=False, right=False, side=None, sorter=No
 @lower(aten.bucketize.Tensor, aten.bucketize.Scalar)
 def bucketize(values, boundaries, out_int32=False, right=False):
     return searchsorted(boundaries, values, out_int32=out_int32, right=right)
+
+
+# ---- unique (output shapes depend on values: run eagerly) -----------------------------------
+
+_NONE = jnp.zeros((0,), jnp.int64)  # an output not asked for: empty, as on the CPU
+
+
+def _rows(x, dim):
+    """x's slices along `dim` as the rows of a 2-D array (dim None: x's elements)."""
+    if dim is None:
+        return x.reshape(-1, 1)
+    return jnp.moveaxis(x, dim, 0).reshape(x.shape[dim], -1)
+
+
+def _from_rows(rows, x, dim):
+    if dim is None:
+        return rows.reshape(-1)
+    shape = list(jnp.moveaxis(x, dim, 0).shape)
+    return jnp.moveaxis(rows.reshape([rows.shape[0]] + shape[1:]), 0, dim)
+
+
+def _unique(x, dim, return_inverse, return_counts):
+    """Sorted unique elements (rows along dim, in lexicographic order); each NaN is its own
+    value, sorted last, as on the CPU."""
+    if x.size == 0 and dim is None:
+        inverse = jnp.zeros(x.shape, jnp.int64) if return_inverse else _NONE
+        return x.reshape(-1), inverse, _NONE
+    rows, inverse, counts = jnp.unique(_rows(x, dim), axis=0, return_inverse=True,
+                                       return_counts=True, equal_nan=False)
+    inverse = inverse.reshape(x.shape if dim is None else (x.shape[dim],)).astype(jnp.int64)
+    return (_from_rows(rows, x, dim), inverse if return_inverse else _NONE,
+            counts.astype(jnp.int64) if return_counts else _NONE)
+
+
+@lower(aten._unique2.default, dynamic_shape=True)
+def unique2(x, sorted=True, return_inverse=False, return_counts=False):
+    return _unique(x, None, return_inverse, return_counts)
+
+
+@lower(aten._unique.default, dynamic_shape=True)
+def unique_(x, sorted=True, return_inverse=False):
+    return _unique(x, None, return_inverse, False)[:2]
+
+
+@lower(aten.unique_dim.default, dynamic_shape=True)
+def unique_dim(x, dim, sorted=True, return_inverse=False, return_counts=False):
+    return _unique(x, dim % max(x.ndim, 1), return_inverse, return_counts)
+
+
+@lower(aten.unique_consecutive.default, dynamic_shape=True)
+def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
+    """The first of each run of equal elements (rows along dim); NaNs never equal."""
+    dim = None if dim is None else dim % max(x.ndim, 1)
+    rows = _rows(x, dim)
+    starts = jnp.concatenate([jnp.ones((min(rows.shape[0], 1),), bool),
+                              jnp.any(rows[1:] != rows[:-1], axis=1)])
+    group = jnp.cumsum(starts) - 1
+    first = jnp.nonzero(starts)[0]
+    counts = jnp.diff(jnp.append(first, rows.shape[0]))
+    inverse = group.reshape(x.shape if dim is None else (x.shape[dim],)).astype(jnp.int64)
+    return (_from_rows(rows[first], x, dim), inverse if return_inverse else _NONE,
+            counts.astype(jnp.int64) if return_counts else _NONE)
