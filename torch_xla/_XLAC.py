@@ -10,11 +10,13 @@ import jax
 
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
+from torch_xla._lazy import manual as _manual
 from torch_xla._lazy import collectives as _coll
 from torch_xla._lazy import metrics as _metrics
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
 from torch_xla._lazy import runtime as _runtime
 from torch_xla._lazy import sharding as _sharding
+from torch_xla._lazy import spmd as _spmd
 from torch_xla._lazy import tensor as _tensor
 
 
@@ -167,3 +169,90 @@ def _get_xla_sharding_spec(t) -> str:
 def _get_xla_sharding_type(t):
     """`t`'s sharding type (an OpSharding type number), None if it has none."""
     return _sharding.spec_kind(t)
+
+
+def _get_xla_sharding_specs(tensors) -> list:
+    return [_sharding.spec_text(t) for t in tensors]
+
+
+class OpSharding:
+    """XLA's OpSharding: a layout over the devices, as torch_xla's scripts pass one around.
+    Built from torch_xla's arguments (`OpSharding(tile_assignment, group_assignment,
+    replication_groups, sharding_type)`: see `_lazy.spmd.from_tile_assignment`), or got
+    from a mesh (`Mesh.get_op_sharding`) or a tensor (`_get_xla_op_sharding`)."""
+    __slots__ = ("sharding", "rank")
+
+    def __init__(self, tile_assignment, group_assignment, replication_groups, sharding_type):
+        if int(sharding_type) == _manual.MANUAL:
+            self.sharding, self.rank = _manual.MANUAL_SHARDING, 0
+            return
+        self.sharding = _spmd.from_tile_assignment(tile_assignment, group_assignment,
+                                                   replication_groups, int(sharding_type))
+        self.rank = len(self.sharding.spec)
+
+    @classmethod
+    def of(cls, sharding, rank: int) -> "OpSharding":
+        """The OpSharding of a jax sharding, for tensors of `rank` dims."""
+        op = cls.__new__(cls)
+        op.sharding, op.rank = sharding, rank
+        return op
+
+    def _text(self) -> str:
+        if _manual.is_manual(self.sharding):
+            return "{manual}"
+        return _spmd.describe(self.sharding, self.rank)
+
+    def __eq__(self, other):
+        return type(other) is OpSharding and self._text() == other._text()
+
+    def __hash__(self):
+        return hash(self._text())
+
+    def __repr__(self):
+        return f"OpSharding({self._text()})"
+
+
+def _get_xla_op_sharding(t):
+    """`t`'s sharding as an OpSharding, None if it has none or is in manual sharding mode."""
+    s = _sharding.sharding_of(t)
+    return None if s is None else OpSharding.of(s, len(t.shape))
+
+
+def _xla_mark_sharding(t, op_sharding: OpSharding) -> None:
+    """`mark_sharding` with an OpSharding."""
+    _sharding.mark(t, op_sharding.sharding)
+
+
+def _xla_annotate_custom_sharding(t, op_sharding: OpSharding) -> None:
+    """`annotate_custom_sharding` with an OpSharding."""
+    _sharding.annotate(t, op_sharding.sharding)
+
+
+def _xla_clear_sharding(t) -> None:
+    _sharding.clear(t)
+
+
+def _spmd_full_to_shard_shape(t):
+    """The per-device shard view of `t` in manual sharding mode, `t` laid out as its
+    sharding says (`enable_manual_sharding` without the marking)."""
+    s = _sharding.sharding_of(t)
+    if s is None:
+        raise RuntimeError("Input tensor is not sharded")
+    return _sharding.enter_manual(t, s)
+
+
+def _spmd_shard_to_full_shape(t, op_sharding: OpSharding, full_shape, dtype):
+    """The global tensor of `full_shape` laid out by `op_sharding` whose shards are those of
+    `t`, a tensor in manual sharding mode (`disable_manual_sharding`)."""
+    if dtype != t.dtype:
+        raise RuntimeError(f"_spmd_shard_to_full_shape: dtype {dtype} is not the tensor's "
+                           f"{t.dtype}")
+    return _sharding.leave_manual(t, op_sharding.sharding, tuple(full_shape))
+
+
+def _mark_manual_sharding(t, op_sharding: OpSharding) -> None:
+    """Marks `t`, computed inside a manual region, as in manual sharding mode (a region is
+    known here from its entries: this only checks and labels)."""
+    if not _manual.is_manual(op_sharding.sharding):
+        raise RuntimeError(f"_mark_manual_sharding takes the manual OpSharding, got {op_sharding}")
+    _sharding.mark_manual(t)

@@ -76,6 +76,21 @@ def checkpoint_saved_on_one_mesh_loads_on_another():
     _assert_equal(_values(model2, opt2), saved)
 
 
+@check
+def checkpoint_of_uneven_shards_loads_onto_other_uneven_shards():
+    """9 rows over 8 devices (the last shards padded) saved; loaded onto 9 rows over 4 and
+    6 columns over 2: every value as saved, no padding written or read."""
+    a = torch.randn(9, 6)
+    t = a.to('xla')
+    xs.mark_sharding(t, xs.Mesh(np.arange(8), (8,), ('x',)), ('x', None))
+    path = tempfile.mkdtemp()
+    dist_cp.save({"t": t}, storage_writer=dist_cp.FileSystemWriter(path), planner=xc.SPMDSavePlanner())
+    u = torch.zeros(9, 6).to('xla')
+    xs.mark_sharding(u, xs.Mesh(np.arange(8), (2, 4), ('a', 'b')), ('b', 'a'))
+    dist_cp.load({"t": u}, storage_reader=dist_cp.FileSystemReader(path), planner=xc.SPMDLoadPlanner())
+    assert torch.equal(u.cpu(), a) and spec(u) == "{devices=[4,2]0,4,1,5,2,6,3,7}", spec(u)
+
+
 def _train_step(model, opt, mesh):
     x = torch.randn(8, 16).to('xla')
     xs.mark_sharding(x, mesh, ('data', None))

@@ -1,7 +1,8 @@
 """One SPMD training run over 8 devices, in one process or in each of several (hosts on
 loopback, joined by jax.distributed through TORCH_XLA_* variables): the same script in
 every process. A 4 (data) x 2 (model) Megatron MLP, each process loading its own part of
-every batch (`ShardingSpec(minibatch=True)`); prints its losses and what it sees."""
+every batch (`ShardingSpec(minibatch=True)`); then a manual region and a tensor whose dim
+does not divide; prints its losses and what it sees."""
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -41,6 +42,15 @@ def main():
     shards = xs.XLAShardedTensor(model.down.weight).local_shards
     print("devices", " ".join(s.shard_device for s in shards))
     print("weight", repr(model.down.weight.cpu().sum().item()))  # gathered from every process
+    # a manual region (one sum per block of 4 rows), and 9 values over 4 (padded shards)
+    a = torch.arange(64.).reshape(16, 4).to('xla')
+    view = xs.enable_manual_sharding(a, ('data', None), mesh=mesh).global_tensor
+    sums = xs.disable_manual_sharding(view.sum().reshape(1, 1), ('data', None), (4, 1), mesh=mesh)
+    print("manual", " ".join(repr(x) for x in sums.global_tensor.cpu().flatten().tolist()))
+    u = torch.arange(9.).to('xla')
+    xs.mark_sharding(u, mesh, ('data',))
+    blocks = [s.unpadded_data.tolist() for s in xs.XLAShardedTensor(u).local_shards]
+    print("uneven", repr((u * 2).sum().item()), repr(blocks))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 traceback and `END NAME`."""
 import sys
 
-from . import _spmd_basic, _spmd_ckpt, _spmd_fsdp  # noqa: F401  (register their checks)
+# imported to register their checks
+from . import (_spmd_basic, _spmd_ckpt, _spmd_constraints, _spmd_dtensor,  # noqa: F401
+               _spmd_fsdp, _spmd_manual)
 from ._spmd_harness import CHECKS, main
 
 __all__ = ["CHECKS"]

@@ -41,6 +41,25 @@ def test_two_processes_of_four_devices_equal_one_of_eight():
             (losses, one)
         assert math.isclose(float(_lines(proc, "weight")[0]), float(_lines(single, "weight")[0]),
                             rel_tol=1e-6)
+    # a manual region's per-shard sums, and padded shards, over the processes as in one
+    expected_sums = " ".join(repr(float(sum(range(16 * i, 16 * i + 16)))) for i in range(4))
+    assert _lines(single, "manual")[0] == expected_sums
+    assert all(_lines(p, "manual")[0] == expected_sums for p in hosts)
+    assert _lines(single, "uneven")[0] == "72.0 " + repr([[0.0, 1.0, 2.0]] * 2 + [[3.0, 4.0, 5.0]] * 2
+                                                         + [[6.0, 7.0, 8.0]] * 2 + [[]] * 2)
+    assert [_lines(p, "uneven")[0] for p in hosts] == [
+        "72.0 " + repr([[0.0, 1.0, 2.0]] * 2 + [[3.0, 4.0, 5.0]] * 2),
+        "72.0 " + repr([[6.0, 7.0, 8.0]] * 2 + [[]] * 2)]
     # each process holds the shards of its own devices
     assert [_lines(p, "devices")[0] for p in hosts] == ["CPU:0 CPU:1 CPU:2 CPU:3", "CPU:4 CPU:5 CPU:6 CPU:7"]
     assert _lines(single, "devices")[0] == " ".join(f"CPU:{i}" for i in range(8))
+
+
+def test_importing_torch_xla_starts_no_jax_backend():
+    """jax.distributed must join the processes before jax's backend starts: importing
+    torch_xla (every lowering module, SPMD) must not start it (no jax array at import)."""
+    code = ("import jax._src.xla_bridge as xb, torch_xla, torch_xla.core.xla_model, "
+            "torch_xla.distributed.spmd; print(bool(xb._backends))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split() == ["False"], out.stdout + out.stderr[-3000:]

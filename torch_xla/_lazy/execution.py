@@ -18,7 +18,7 @@ import time
 import jax
 import torch
 
-from . import compiler, metrics, replicated, runtime, spmd_program, user_code
+from . import compiler, manual, metrics, replicated, runtime, spmd_program, user_code
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -103,6 +103,8 @@ def materialize(values) -> None:
     groups = _pending_by_device(values)
     if not groups:
         return
+    if runtime.is_spmd():
+        manual.check_readable(values)
     _run_all(list(values), _take_checks(groups.keys()))
 
 
@@ -114,6 +116,8 @@ def mark_step(device=None) -> None:
         device = runtime.thread_device()
     values = live_values(device)
     held = {id(v.data) for v in values if v.data is not None}
+    if runtime.is_spmd():  # tensors in manual sharding mode exist only inside a program
+        values, held = manual.outside_regions(values, held)
     _run_all(values, _take_checks(None if device is None else (device,)), held)
 
 

@@ -6,13 +6,14 @@ on the device is laid out that way at once; a pending value gets a sharding-cons
 layout. An in-place update of a sharded tensor keeps its sharding (`propagate`, called
 where functionalization swaps a tensor's value). `local_shards` reads each device's block.
 """
+import numpy as np
 import torch
 
-from . import runtime, spmd
+from . import manual, runtime, spmd
 from .execution import from_cpu, materialize
 from .ir import In, Node, Value
-from .lowering.sharding import SHARDING_CONSTRAINT
-from .tensor import XLATensor, unwrap
+from .lowering.sharding import SHARD_ALIKE, SHARDING_CONSTRAINT
+from .tensor import XLATensor, to_functional, unwrap, wrap
 
 
 def _value_of(t):
@@ -34,8 +35,7 @@ def _constrained(v, s):
 def shard_data(v: Value, s) -> None:
     """Lays buffer value `v`'s data out by sharding `s`, now."""
     spmd.require()
-    spmd.check_fits(v.shape, s)
-    v.data = spmd.place(v.data, s)
+    v.data = spmd.lay_out(v.data, v.shape, s)
     v.sharding = s
 
 
@@ -49,13 +49,76 @@ def from_process_batch(v: Value, s) -> Value:
     return out
 
 
-def mark(t: torch.Tensor, s) -> None:
-    """Gives `t` sharding `s`: its data is resharded now, or its pending value constrained."""
+def _outside_regions(t: torch.Tensor, what: str) -> Value:
     v = _value_of(t)
-    if v.node is None:
-        shard_data(v, s)
-    else:
+    if manual.inside(v):
+        raise RuntimeError(f"{what}: this tensor is in manual sharding mode (one shard per "
+                           "device); give the sharding after disable_manual_sharding")
+    return v
+
+
+def mark_manual(t: torch.Tensor) -> None:
+    """Marks `t`, computed inside a manual region (`_lazy/manual`), as in manual sharding
+    mode (its spec reads `{manual}`); raises for a tensor from outside one."""
+    v = _value_of(t)
+    if not manual.inside(v):
+        raise RuntimeError("Marking a tensor computed outside a manual region (from "
+                           "_spmd_full_to_shard_shape / enable_manual_sharding) as manual is "
+                           "not supported")
+    v.sharding = manual.MANUAL_SHARDING
+
+
+def mark(t: torch.Tensor, s) -> None:
+    """Gives `t` sharding `s`: its data is laid out so now, or its pending value
+    constrained. Data that has another sharding (not replicated) keeps it: as in torch_xla,
+    that one must be cleared first (`clear`)."""
+    if manual.is_manual(s):
+        raise RuntimeError("the manual sharding is given by enable_manual_sharding "
+                           "(_spmd_full_to_shard_shape), not by mark_sharding")
+    v = _outside_regions(t, "mark_sharding")
+    if v.node is not None:
         unwrap(t)._value = _constrained(v, s)
+        return
+    if v.sharding is not None:
+        current = spmd.describe(v.sharding, len(v.shape))
+        if current == spmd.describe(s, len(v.shape)):
+            return
+        if spmd.kind(v.sharding, len(v.shape)) != spmd.REPLICATED:
+            raise RuntimeError(f"Existing annotation must be cleared first: {current} (this "
+                               f"tensor's data is sharded; clear_sharding it to reshard)")
+    shard_data(v, s)
+
+
+def annotate(t: torch.Tensor, s) -> None:
+    """Gives `t` a sharding constraint `s` in the graph, data or pending: its data stays as
+    it is laid out, the next program lays its value out by `s`."""
+    unwrap(t)._value = _constrained(_outside_regions(t, "annotate_custom_sharding"), s)
+
+
+def shard_alike(x: torch.Tensor, y: torch.Tensor):
+    """Tensors equal to `x` and `y` that XLA's partitioner lays out alike (jax's
+    `shard_alike`), whichever layout it picks."""
+    vx = _outside_regions(x, "shard_as")
+    vy = _outside_regions(y, "shard_as")
+    if vx.shape != vy.shape:
+        raise ValueError(f"shard_as: tensors of shapes {list(vx.shape)} and {list(vy.shape)} "
+                         "cannot be laid out alike (their shapes must be equal)")
+    node = Node(SHARD_ALIKE, ((In(0), In(1)), ()), (vx, vy), (),
+                ((vx.shape, vx.dtype), (vy.shape, vy.dtype)))
+    return tuple(to_functional(wrap(Value(v.shape, v.dtype, v.device, node=node, index=i)))
+                 for i, v in enumerate((vx, vy)))
+
+
+def enter_manual(t: torch.Tensor, s) -> torch.Tensor:
+    """The per-device shard view of `t` laid out by `s`, in manual sharding mode
+    (`_lazy/manual`)."""
+    return to_functional(wrap(manual.enter(_value_of(t), s)))
+
+
+def leave_manual(t: torch.Tensor, s, full_shape) -> torch.Tensor:
+    """The global tensor of `full_shape`, laid out by `s`, whose shards are those of `t` (a
+    tensor in manual sharding mode)."""
+    return to_functional(wrap(manual.leave(_value_of(t), s, full_shape)))
 
 
 def copy_sharding(src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -80,10 +143,12 @@ def propagate(old, new) -> None:
     if type(old) is not XLATensor or old._value.sharding is None or type(new) is not XLATensor:
         return  # (functionalization of CPU tensors, torch.func.functionalize, comes here too)
     s, v = old._value.sharding, new._value
+    if manual.is_manual(s):
+        return  # a new value of a manual region is in it: it has no layout to keep
     if v.sharding is not None or v.shape != old._value.shape:
         return
     if v.node is None:
-        placed = Value(v.shape, v.dtype, v.device, data=spmd.place(v.data, s))
+        placed = Value(v.shape, v.dtype, v.device, data=spmd.lay_out(v.data, v.shape, s))
         placed.sharding = s
         new._value = placed
     else:
@@ -93,12 +158,22 @@ def propagate(old, new) -> None:
 def spec_text(t: torch.Tensor) -> str:
     """`t`'s sharding as torch_xla prints it; '' if it has none."""
     v = unwrap(t)._value
+    if manual.is_manual(v.sharding):
+        return "{manual}"
     return "" if v.sharding is None else spmd.describe(v.sharding, len(v.shape))
+
+
+def sharding_of(t: torch.Tensor):
+    """The jax sharding `t` was given (or its data took), None if none or manual."""
+    s = unwrap(t)._value.sharding
+    return None if manual.is_manual(s) else s
 
 
 def spec_kind(t: torch.Tensor):
     """`t`'s sharding type (torch_xla's ShardingType number), or None."""
     v = unwrap(t)._value
+    if manual.is_manual(v.sharding):
+        return manual.MANUAL
     return None if v.sharding is None else spmd.kind(v.sharding, len(v.shape))
 
 
@@ -111,13 +186,18 @@ def local_shards(t: torch.Tensor):
         host = runtime.to_cpu_tensor(v.data, v.dtype)
         return [(host.clone(), Ellipsis, spmd.device_name(d), spmd.device_index(d))
                 for d in runtime.jax_devices()]
+    if v.sharding is not None and not spmd.fits(v.shape, v.sharding):
+        blocks = spmd.padded_shards(v.data, v.shape, v.sharding)
+    else:
+        blocks = spmd.shards(v.data, v.shape)
     return [(runtime.to_cpu_tensor(data, v.dtype), indices, spmd.device_name(d), replica)
-            for d, indices, replica, data in spmd.shards(v.data, v.shape)]
+            for d, indices, replica, data in blocks]
 
 
 def load_local_shards(t: torch.Tensor, blocks, devices) -> None:
     """Replaces `t`'s data by this process's `blocks` (CPU tensors), one for each of its
-    devices (named as `local_shards` names them), laid out as `t` is."""
+    devices (named as `local_shards` names them), laid out as `t` is (the blocks of a dim
+    that does not divide padded or not)."""
     v = _value_of(t)
     materialize([v])
     s = v.sharding if v.sharding is not None else v.data.sharding
@@ -133,4 +213,7 @@ def load_local_shards(t: torch.Tensor, blocks, devices) -> None:
     missing = sorted(set(by_name) - {spmd.device_name(d) for d in data})
     if missing:
         raise RuntimeError(f"no shard given for {missing}")
-    v.data = spmd.assemble(v.shape, s, data)
+    if spmd.fits(v.shape, s):
+        v.data = spmd.assemble(v.shape, s, data)
+    else:
+        v.data = spmd.from_padded_blocks(v.shape, s, {d: np.asarray(b) for d, b in data.items()})

@@ -9,7 +9,10 @@ in every process. A value's buffer is then one of two things:
   (`mark_sharding`), or laid out as XLA's partitioner chose for a program's output.
 `Value.sharding` is the sharding a value was given (or its buffer took in a program); the
 SPMD program (`_lazy/spmd_program`) uses it as the output's layout and jit reads the
-inputs' layouts from their arrays.
+inputs' layouts from their arrays. A sharding with a dim that does not divide over its
+mesh axes cannot lay a jax array out (jax arrays hold no padded shards): such data is held
+replicated, programs constrain it to its sharding, and its shards are read padded, as XLA
+pads them (`lay_out`, `padded_shards`).
 
 Device ids are global device indices (positions in `runtime.global_devices()`), as
 torch_xla's `Mesh` numbers them, and shardings are described as torch_xla prints them
@@ -82,9 +85,23 @@ def is_virtual(array) -> bool:
     return isinstance(array.sharding, SingleDeviceSharding)
 
 
-def fits(shape, s) -> bool:
-    """Whether every dim of `shape` divides evenly into its shards (jax arrays hold no
-    padded shards)."""
+def _axes(entry) -> tuple:
+    return () if entry is None else entry if type(entry) is tuple else (entry,)
+
+
+def splits(shape, s) -> tuple:
+    """How many shards each dim of `shape` is split into by NamedSharding `s`."""
+    spec = tuple(s.spec) + (None,) * (len(shape) - len(s.spec))
+    return tuple(int(np.prod([s.mesh.shape[a] for a in _axes(e)], dtype=int)) for e in spec)
+
+
+def _uneven_dims(shape, s):
+    if not isinstance(s, NamedSharding):
+        return [] if _shard_shape_ok(shape, s) else [None]
+    return [d for d, (n, k) in enumerate(zip(shape, splits(shape, s))) if n % k]
+
+
+def _shard_shape_ok(shape, s) -> bool:
     try:
         s.shard_shape(tuple(shape))
         return True
@@ -92,12 +109,74 @@ def fits(shape, s) -> bool:
         return False
 
 
+def fits(shape, s) -> bool:
+    """Whether every dim of `shape` divides evenly into its shards (jax arrays hold no
+    padded shards)."""
+    return not _uneven_dims(shape, s)
+
+
 def check_fits(shape, s) -> None:
-    try:
-        s.shard_shape(tuple(shape))
-    except ValueError as e:
-        raise ValueError(f"cannot shard a tensor of shape {list(shape)} this way: each sharded "
-                         f"dim must divide evenly over its mesh axes ({e})") from None
+    """Raises ValueError naming the first dim of `shape` that `s` cannot split evenly."""
+    uneven = _uneven_dims(shape, s)
+    if not uneven:
+        return
+    d = uneven[0]
+    if d is None:
+        raise ValueError(f"cannot lay out a tensor of shape {list(shape)} by {s}: each sharded "
+                         "dim must divide evenly over its devices")
+    axes = _axes((tuple(s.spec) + (None,) * len(shape))[d])
+    k = splits(shape, s)[d]
+    raise ValueError(
+        f"cannot shard dim {d} of a tensor of shape {list(shape)} over mesh axes "
+        f"{', '.join(repr(a) for a in axes)} ({k} devices): its size {shape[d]} does not divide "
+        f"evenly by {k}")
+
+
+def padded_shape(shape, s) -> tuple:
+    """`shape` with each dim rounded up to a multiple of its number of shards under `s`."""
+    return tuple(-(-n // k) * k for n, k in zip(shape, splits(shape, s)))
+
+
+def lay_out(array, shape, s):
+    """`array` (a value of `shape`) laid out for sharding `s`: by `s` itself, or, where a dim
+    does not divide (jax arrays hold no padded shards), replicated over its mesh; programs
+    then constrain it to `s` (`spmd_program`), and its shards are read padded
+    (`padded_shards`), as XLA pads them."""
+    return place(array, lay_out_sharding(shape, s))
+
+
+def padded_shards(array, shape, s):
+    """This process's shards of the value `array` laid out by `s` whose dims need not
+    divide, as `shards` gives them: each block padded with zeros at its end to the shard
+    shape, its indices clipped to the value (a block all padding has empty ones)."""
+    whole = np.asarray(place(array, replicated(s.mesh)).addressable_shards[0].data)
+    padded = padded_shape(shape, s)
+    whole = np.pad(whole, [(0, p - n) for n, p in zip(shape, padded)])
+    blocks = jax.make_array_from_callback(padded, s, lambda index: whole[index])
+    return [(d, indices if indices is Ellipsis else
+             [slice(min(sl.start, n), min(sl.stop, n), 1) for sl, n in zip(indices, shape)],
+             replica, data) for d, indices, replica, data in shards(blocks, padded)]
+
+
+def from_padded_blocks(shape, s, blocks):
+    """The value of `shape` whose shards under `s` (dims need not divide) are this process's
+    `blocks` (a dict from jax device to numpy data, each padded or not), laid out as
+    `lay_out` lays it out."""
+    padded = padded_shape(shape, s)
+    shard = tuple(p // k for p, k in zip(padded, splits(shape, s)))
+    full = {d: np.pad(b, [(0, m - n) for n, m in zip(b.shape, shard)]) for d, b in blocks.items()}
+    return _cropper(tuple(shape), lay_out_sharding(shape, s))(assemble(padded, s, full))
+
+
+@functools.lru_cache(maxsize=64)
+def _cropper(shape, out_sharding):
+    crop = tuple(slice(0, n) for n in shape)
+    return jax.jit(lambda x: x[crop], out_shardings=out_sharding)
+
+
+def lay_out_sharding(shape, s):
+    """The sharding `lay_out` gives a value of `shape` for sharding `s`."""
+    return s if fits(shape, s) else replicated(s.mesh)
 
 
 def place(array, s):
@@ -117,6 +196,7 @@ def from_process_batches(array, s, dim: int = 0):
     process's part of a batch, each process holding as many rows) put end to end."""
     shape = list(array.shape)
     shape[dim] *= runtime.process_count()
+    check_fits(shape, s)
     return jax.make_array_from_process_local_data(s, np.asarray(array), tuple(shape))
 
 
@@ -184,6 +264,28 @@ def assemble(shape, s, blocks):
     device to numpy data."""
     arrays = [jax.device_put(blocks[d], d) for d in s.addressable_devices]
     return jax.make_array_from_single_device_arrays(tuple(shape), s, arrays)
+
+
+def from_tile_assignment(tile_assignment, group_assignment, replication_groups, type_: int):
+    """The NamedSharding XLA's OpSharding describes, given as torch_xla builds one:
+    REPLICATED; TILED with `tile_assignment` (device ids, one axis per tensor dim); PARTIAL
+    with `group_assignment` (ids of replication groups, one axis per tensor dim) and
+    `replication_groups` (the device ids of each group)."""
+    if type_ == REPLICATED:
+        n = len(runtime.global_devices())
+        return replicated(mesh(tuple(range(n)), (n,), ("devices",)))
+    if type_ == TILED:
+        ids = np.asarray(tile_assignment, dtype=int)
+        names = tuple(f"dim{i}" for i in range(ids.ndim))
+        return sharding(mesh(tuple(int(i) for i in ids.flat), ids.shape, names), names)
+    if type_ == PARTIAL:
+        groups = np.asarray(group_assignment, dtype=int)
+        ids = np.asarray([replication_groups[g] for g in groups.flat], dtype=int)
+        names = tuple(f"dim{i}" for i in range(groups.ndim)) + ("replicas",)
+        grid = mesh(tuple(int(i) for i in ids.flat), groups.shape + ids.shape[1:], names)
+        return sharding(grid, tuple(n if k > 1 else None for n, k in zip(names, groups.shape)))
+    raise ValueError(f"an OpSharding of type {type_} has no layout over the devices here "
+                     f"(REPLICATED={REPLICATED}, TILED={TILED} and PARTIAL={PARTIAL} have)")
 
 
 def hybrid_device_ids(ici_shape, dcn_shape):

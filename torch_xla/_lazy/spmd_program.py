@@ -16,7 +16,7 @@ import time
 
 import jax
 
-from . import compiler, debug, metrics, spmd
+from . import compiler, debug, manual, metrics, spmd
 from .caches import LRUCache
 from .lowering.sharding import SHARDING_CONSTRAINT
 
@@ -24,11 +24,13 @@ _cache = LRUCache("SpmdProgram", "XLA_COMPILATION_CACHE_SIZE", 2048)
 
 
 class _Layout:
-    """How one walk runs on the mesh: its arguments placed there, and its output layouts."""
-    __slots__ = ("args", "out", "key")
+    """How one walk runs on the mesh: its arguments placed there, the shardings the program
+    constrains some of them to first (by argument position: values whose sharding their
+    data cannot take, a dim that does not divide), and its output layouts."""
+    __slots__ = ("args", "constrained", "out", "key")
 
-    def __init__(self, args, out, key):
-        self.args, self.out, self.key = args, out, key
+    def __init__(self, args, constrained, out, key):
+        self.args, self.constrained, self.out, self.key = args, constrained, out, key
 
 
 def _meshes(w):
@@ -41,8 +43,10 @@ def _meshes(w):
     for node in w.order:
         if node.op is SHARDING_CONSTRAINT:
             found.setdefault(spmd.mesh_of(node.template[0][1]), None)
+        elif node.op is manual.REGION:
+            found.setdefault(manual.region_mesh(node), None)
     for v in w.roots:
-        if v.sharding is not None:
+        if v.sharding is not None and not manual.is_manual(v.sharding):
             found.setdefault(spmd.mesh_of(v.sharding), None)
     return list(found)
 
@@ -59,17 +63,46 @@ def _layout(w):
     donated, kept, scalars = w.args
     everywhere = spmd.replicated(meshes[0])
     placed = [spmd.place(a, everywhere) if spmd.is_virtual(a) else a for a in donated + kept]
-    out = [v.sharding if v.sharding is not None and spmd.fits(v.shape, v.sharding) else None
-           for v in w.roots]
+    out = [v.sharding if v.sharding is not None and not manual.is_manual(v.sharding)
+           and spmd.fits(v.shape, v.sharding) else None for v in w.roots]
+    constrained = _uneven_leaves(w, donated + kept)
     key = (w.key, tuple(spmd.layout(a.sharding) for a in placed),
-           tuple(None if s is None else spmd.layout(s) for s in out))
+           tuple(None if s is None else spmd.layout(s) for s in out),
+           tuple((i, spmd.layout(s)) for i, s in constrained))
     n = len(donated)
-    return _Layout((tuple(placed[:n]), tuple(placed[n:]), scalars), out, key)
+    return _Layout((tuple(placed[:n]), tuple(placed[n:]), scalars), constrained, out, key)
+
+
+def _uneven_leaves(w, leaves):
+    """(position, sharding) of the leaves whose value has a sharding with a dim that does
+    not divide (their data is held replicated: `spmd.lay_out`)."""
+    wanted = {}
+    for node in w.order:
+        for v in node.inputs:
+            if v.node is None and v.sharding is not None and not spmd.fits(v.shape, v.sharding):
+                wanted[id(v.data)] = v.sharding
+    if not wanted:
+        return ()
+    return tuple((i, wanted[id(a)]) for i, a in enumerate(leaves) if id(a) in wanted)
+
+
+def _program(w, layout):
+    """The function the program traces: the walk's, its constrained leaves constrained."""
+    if not layout.constrained:
+        return w.program.run_traced
+    n = len(w.args[0])
+
+    def run(donated, kept, scalars):
+        leaves = list(donated + kept)
+        for i, s in layout.constrained:
+            leaves[i] = jax.lax.with_sharding_constraint(leaves[i], s)
+        return w.program.run_traced(tuple(leaves[:n]), tuple(leaves[n:]), scalars)
+    return run
 
 
 def _jitted(w, layout):
     donate = (0,) if w.program.n_donated else ()
-    return jax.jit(w.program.run_traced, donate_argnums=donate, out_shardings=layout.out)
+    return jax.jit(_program(w, layout), donate_argnums=donate, out_shardings=layout.out)
 
 
 def lowered(w):

@@ -140,7 +140,10 @@ def bucketize(values, boundaries, out_int32=False, right=False):
 
 # ---- unique (output shapes depend on values: run eagerly) -----------------------------------
 
-_NONE = jnp.zeros((0,), jnp.int64)  # an output not asked for: empty, as on the CPU
+def _none():
+    """An output not asked for: empty, as on the CPU (made when used: a jax array made at
+    import would start jax's backend before jax.distributed joins the processes)."""
+    return jnp.zeros((0,), jnp.int64)
 
 
 def _rows(x, dim):
@@ -161,13 +164,13 @@ def _unique(x, dim, return_inverse, return_counts):
     """Sorted unique elements (rows along dim, in lexicographic order); each NaN is its own
     value, sorted last, as on the CPU."""
     if x.size == 0 and dim is None:
-        inverse = jnp.zeros(x.shape, jnp.int64) if return_inverse else _NONE
-        return x.reshape(-1), inverse, _NONE
+        inverse = jnp.zeros(x.shape, jnp.int64) if return_inverse else _none()
+        return x.reshape(-1), inverse, _none()
     rows, inverse, counts = jnp.unique(_rows(x, dim), axis=0, return_inverse=True,
                                        return_counts=True, equal_nan=False)
     inverse = inverse.reshape(x.shape if dim is None else (x.shape[dim],)).astype(jnp.int64)
-    return (_from_rows(rows, x, dim), inverse if return_inverse else _NONE,
-            counts.astype(jnp.int64) if return_counts else _NONE)
+    return (_from_rows(rows, x, dim), inverse if return_inverse else _none(),
+            counts.astype(jnp.int64) if return_counts else _none())
 
 
 @lower(aten._unique2.default, dynamic_shape=True)
@@ -196,5 +199,5 @@ def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
     first = jnp.nonzero(starts)[0]
     counts = jnp.diff(jnp.append(first, rows.shape[0]))
     inverse = group.reshape(x.shape if dim is None else (x.shape[dim],)).astype(jnp.int64)
-    return (_from_rows(rows[first], x, dim), inverse if return_inverse else _NONE,
-            counts.astype(jnp.int64) if return_counts else _NONE)
+    return (_from_rows(rows[first], x, dim), inverse if return_inverse else _none(),
+            counts.astype(jnp.int64) if return_counts else _none())

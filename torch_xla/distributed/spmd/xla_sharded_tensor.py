@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import List, Union
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from torch_xla._lazy import sharding as _sharding
 
@@ -22,7 +22,8 @@ class ShardingType(enum.IntEnum):
 
 @dataclass
 class XLAShard:
-    """One device's block of a sharded tensor, read to the CPU when `local_shards` was asked."""
+    """One device's block of a sharded tensor, read to the CPU when `local_shards` was asked
+    (padded at its end to the shard shape where a dim does not divide, as XLA pads)."""
     data: torch.Tensor
     # Slices into the global tensor, one per dim; Ellipsis if the tensor is replicated.
     indices: Union[type(Ellipsis), List[slice]]
@@ -33,8 +34,10 @@ class XLAShard:
 
     @property
     def unpadded_data(self) -> torch.Tensor:
-        """The data (shards here hold no padding: sharded dims divide evenly)."""
-        return self.data
+        """The data less the padding the last blocks of a dim that does not divide hold."""
+        if self.indices is Ellipsis:
+            return self.data
+        return self.data[tuple(slice(0, i.stop - i.start) for i in self.indices)]
 
 
 class XLAShardedTensor(torch.Tensor):
@@ -48,11 +51,11 @@ class XLAShardedTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, mesh_shape=None, partition_spec=None, *args, **kwargs):
+        requires_grad = kwargs.get("requires_grad", False)
         r = torch.Tensor._make_wrapper_subclass(
             cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
-            dtype=elem.dtype, layout=elem.layout, device=elem.device,
-            requires_grad=kwargs.get("requires_grad", False))
-        r.global_tensor = elem.detach() if r.requires_grad else elem
+            dtype=elem.dtype, layout=elem.layout, device=elem.device, requires_grad=requires_grad)
+        r.global_tensor = elem.detach() if requires_grad else elem
         inherited = elem if isinstance(elem, XLAShardedTensor) else None
         r.mesh_shape = mesh_shape or (inherited.mesh_shape if inherited is not None else None)
         r.partition_spec = partition_spec or (
@@ -81,8 +84,83 @@ class XLAShardedTensor(torch.Tensor):
     def __repr__(self):
         return f"XLAShardedTensor({self.global_tensor})"
 
+    @property
+    def placements(self) -> tuple:
+        """DTensor's placements of this layout: for each mesh dim, `Shard(d)` if it splits
+        tensor dim d, else `Replicate()` (from `mesh_shape` and a partition spec of mesh
+        dim indices)."""
+        from torch.distributed.tensor.placement_types import Replicate, Shard
+        if self.mesh_shape is None or self.partition_spec is None:
+            raise ValueError("Placements not available: XLAShardedTensor requires mesh_shape "
+                             "and partition_spec to be set. Use mark_sharding() to properly "
+                             "initialize sharding information.")
+        by_mesh_dim = {}
+        for dim, entry in enumerate(self.partition_spec):
+            for axis in (entry if type(entry) is tuple else (entry,)):
+                if axis is not None:
+                    if type(axis) is not int:
+                        raise ValueError(f"placements need mesh dims as indices, the partition "
+                                         f"spec names {axis!r}")
+                    by_mesh_dim[axis] = dim
+        return tuple(Shard(by_mesh_dim[m]) if m in by_mesh_dim else Replicate()
+                     for m in range(len(self.mesh_shape)))
+
+    def redistribute(self, device_mesh, placements, *, async_op: bool = False):
+        """This tensor laid out over `device_mesh` (a `Mesh`) as DTensor `placements` say, by a
+        sharding constraint in the graph (its data is not moved now); with `async_op`, on a
+        copy."""
+        from torch.distributed.tensor.placement_types import Partial, Shard
+        if len(placements) != len(device_mesh.mesh_shape):
+            raise ValueError(f"Number of placements ({len(placements)}) must match mesh "
+                             f"dimensions ({len(device_mesh.mesh_shape)})")
+        if any(isinstance(p, Partial) for p in placements):
+            raise NotImplementedError("Partial placement is not implemented: use Shard or "
+                                      "Replicate placements")
+        spec = [None] * self.global_tensor.dim()
+        for mesh_dim, placement in enumerate(placements):
+            if isinstance(placement, Shard):
+                if placement.dim >= len(spec):
+                    raise IndexError(f"Shard dimension {placement.dim} is out of bounds for "
+                                     f"tensor with {len(spec)} dimensions")
+                spec[placement.dim] = mesh_dim
+        result = self.global_tensor.clone() if async_op else self.global_tensor
+        _sharding.annotate(result, device_mesh._sharding(tuple(spec)))
+        return XLAShardedTensor(result, mesh_shape=device_mesh.mesh_shape, partition_spec=tuple(spec))
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # Ops run on the global tensors, above autograd and functionalization, so that an
+        # XLAShardedTensor meets plain tensors as its global tensor would, gradients
+        # included. An op that gives back an argument (in place) gives back that argument
+        # as it was passed; other XLA tensors it gives are wrapped.
+        passed = {}
+
+        def unwrap(x):
+            if isinstance(x, XLAShardedTensor):
+                passed[id(x.global_tensor)] = x
+                return x.global_tensor
+            if isinstance(x, torch.Tensor):
+                passed[id(x)] = x
+            return x
+
+        def wrap(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            if id(x) in passed:
+                return passed[id(x)]
+            return XLAShardedTensor(x) if x.device.type == "xla" else x
+
+        args, kwargs = tree_map(unwrap, args), tree_map(unwrap, kwargs or {})
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **kwargs)
+        leaves, structure = tree_flatten(out)
+        if not any(isinstance(x, torch.Tensor) for x in leaves):
+            return out  # (sizes, numbers: as they are)
+        return tree_unflatten([wrap(x) for x in leaves], structure)
+
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        # What reaches the dispatcher without a torch function (autograd's own calls).
         def unwrap(x):
             return x.global_tensor if isinstance(x, XLAShardedTensor) else x
 

@@ -12,12 +12,16 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
+import torch_xla._XLAC
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 from torch_xla._lazy import sharding as _sharding
 from torch_xla._lazy import spmd as _spmd
 
+from .einsum_linear import (EinsumLinear, XLAPatchedLinear,  # noqa: F401  (upstream's home
+                            apply_xla_patch_to_nn_linear, xla_patched_nn_linear_forward)  # of them)
 from .xla_sharded_tensor import ShardingType, XLAShardedTensor  # noqa: F401  (ShardingType lives here too)
 
 PartitionSpec = Tuple[Union[Tuple[Union[int, str], ...], int, str, None], ...]
@@ -109,6 +113,12 @@ class Mesh:
     def _sharding(self, partition_spec):
         return _spmd.sharding(self.get_jax_mesh(), self._jax_spec(partition_spec))
 
+    def get_op_sharding(self, partition_spec: PartitionSpec) -> "torch_xla._XLAC.OpSharding":
+        """The OpSharding of `partition_spec` over this mesh (what `_xla_mark_sharding`
+        takes)."""
+        return torch_xla._XLAC.OpSharding.of(self._sharding(tuple(partition_spec)),
+                                             len(partition_spec))
+
     def __str__(self):
         return (f"{{'device_ids': {self.device_ids.tolist()}, 'mesh_shape': {self.mesh_shape}, "
                 f"'axis_names': {self.axis_names}}}")
@@ -186,6 +196,50 @@ def mark_sharding(t: Union[torch.Tensor, XLAShardedTensor], mesh: Mesh,
     return wrap_as_sharded_tensor(t, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
 
 
+def annotate_custom_sharding(t: Union[torch.Tensor, XLAShardedTensor], mesh: Mesh,
+                             partition_spec: PartitionSpec) -> XLAShardedTensor:
+    """Adds a sharding constraint for XLA's partitioner on `t` (in place), leaving its data
+    as it is laid out now: the next program lays the value out by `partition_spec`. Unlike
+    `mark_sharding`, data already on the devices is not resharded here."""
+    _check(len(t.shape) == len(partition_spec), f"Partition spec length ({len(partition_spec)}) "
+                                                f"should be equal to the input rank ({len(t.shape)}).")
+    _sharding.annotate(_global(t), mesh._sharding(tuple(partition_spec)))
+    return wrap_as_sharded_tensor(t, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
+
+
+class _ShardAs(torch.autograd.Function):
+    """Two tensors laid out alike; their gradients are laid out alike too."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        return _sharding.shard_alike(x, y)
+
+    @staticmethod
+    def backward(ctx, gx, gy):
+        if gx is None or gy is None:
+            return gx, gy
+        return _sharding.shard_alike(gx, gy)
+
+
+def shard_as(a, b):
+    """`a` and `b` (pytrees of the same structure) again, each pair of tensors laid out
+    alike by XLA's partitioner, whichever layout it picks (jax's `shard_alike`): use at
+    least one of the results. None leaves must be None in both."""
+    a_flat, a_structure = tree_flatten(a)
+    b_flat, b_structure = tree_flatten(b)
+    _check(a_structure == b_structure,
+           f"a and b must have the same structure. got {a_structure} and {b_structure}")
+    a_out, b_out = [], []
+    for x, y in zip(a_flat, b_flat):
+        if x is None or y is None:
+            _check(x is None and y is None, "a None leaf of a must be None in b, and back")
+        else:
+            x, y = _ShardAs.apply(_global(x), _global(y))
+        a_out.append(x)
+        b_out.append(y)
+    return tree_unflatten(a_out, a_structure), tree_unflatten(b_out, b_structure)
+
+
 def clear_sharding(t: Union[torch.Tensor, XLAShardedTensor]) -> torch.Tensor:
     """Removes `t`'s sharding annotation (in place); returns the plain tensor."""
     _sharding.clear(_global(t))
@@ -253,16 +307,70 @@ def apply_backward_optimization_barrier(m: torch.nn.Module) -> None:
     m.register_full_backward_hook(barrier)
 
 
-def _manual_sharding_unavailable(name):
-    raise NotImplementedError(
-        f"{name}: manual sharding regions (per-shard code between SPMDFullToShardShape and "
-        "SPMDShardToFullShape) are not available in this torch_xla; shard with mark_sharding "
-        "and let XLA's partitioner insert the collectives")
+class _EnterManual(torch.autograd.Function):
+    """The shard view of a global tensor; its gradient leaves the manual region again."""
+
+    @staticmethod
+    def forward(ctx, t, sharding):
+        ctx.sharding, ctx.full_shape = sharding, tuple(t.shape)
+        return _sharding.enter_manual(t, sharding)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _sharding.leave_manual(grad, ctx.sharding, ctx.full_shape), None
 
 
-def enable_manual_sharding(t, partition_spec, *, mesh=None):
-    _manual_sharding_unavailable("enable_manual_sharding")
+class _LeaveManual(torch.autograd.Function):
+    """The global tensor of a shard view; its gradient enters the manual region."""
+
+    @staticmethod
+    def forward(ctx, t, sharding, full_shape):
+        ctx.sharding = sharding
+        return _sharding.leave_manual(t, sharding, full_shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _sharding.enter_manual(grad, ctx.sharding), None, None
 
 
-def disable_manual_sharding(t, partition_spec, full_shape, *, mesh=None):
-    _manual_sharding_unavailable("disable_manual_sharding")
+def _mark_manual_sharding(t: Union[torch.Tensor, XLAShardedTensor]) -> XLAShardedTensor:
+    """Asserts that `t` is in manual sharding mode (computed inside a manual region)."""
+    manual = torch_xla._XLAC.OpSharding([], [], [], ShardingType.MANUAL)
+    torch_xla._XLAC._mark_manual_sharding(_global(t), manual)
+    return wrap_as_sharded_tensor(t)
+
+
+def _mesh_or_global(mesh, name) -> Mesh:
+    mesh = get_global_mesh() if mesh is None else mesh
+    _check(mesh is not None, f"{name}: no mesh given and no global mesh set (set_global_mesh)")
+    return mesh
+
+
+def enable_manual_sharding(t: Union[torch.Tensor, XLAShardedTensor], partition_spec: PartitionSpec,
+                           *, mesh: Optional[Mesh] = None) -> XLAShardedTensor:
+    """`t` laid out by `partition_spec` over `mesh` (the global mesh if None), seen as one
+    shard per device: the result has a shard's shape, and ops on it and on what is computed
+    from it run per shard, with no partitioning and no collectives (XLA's manual sharding;
+    a dim that does not divide is padded at its end). Pass the results to
+    `disable_manual_sharding` before reading them or ending the step."""
+    mesh = _mesh_or_global(mesh, "enable_manual_sharding")
+    g = _global(t)
+    _check(len(g.shape) == len(partition_spec), f"Partition spec length ({len(partition_spec)}) "
+                                                f"should be equal to the input rank ({len(g.shape)}).")
+    sharding = mesh._sharding(tuple(partition_spec))
+    _sharding.mark(g, sharding)
+    view = _EnterManual.apply(g, sharding)
+    return wrap_as_sharded_tensor(view, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
+
+
+def disable_manual_sharding(t: Union[torch.Tensor, XLAShardedTensor], partition_spec: PartitionSpec,
+                            full_shape: torch.Size, *, mesh: Optional[Mesh] = None) -> XLAShardedTensor:
+    """The global tensor of `full_shape` whose shards, laid out by `partition_spec` over
+    `mesh` (the global mesh if None), are those of `t`, a tensor in manual sharding mode:
+    ends the manual region."""
+    mesh = _mesh_or_global(mesh, "disable_manual_sharding")
+    g = _global(t)
+    _check(len(g.shape) == len(partition_spec), f"Partition spec length ({len(partition_spec)}) "
+                                                f"should be equal to the input rank ({len(g.shape)}).")
+    out = _LeaveManual.apply(g, mesh._sharding(tuple(partition_spec)), tuple(full_shape))
+    return wrap_as_sharded_tensor(out, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)

@@ -9,6 +9,7 @@ chunks overlap them) and loads them onto the devices; other XLA tensors are read
 and copied in.
 """
 import dataclasses
+import math
 
 import torch
 from torch.distributed.checkpoint.default_planner import (DefaultLoadPlanner, DefaultSavePlanner,
@@ -59,15 +60,16 @@ class SPMDSavePlanner(DefaultSavePlanner):
         items = []
         for fqn, t in self._sharded.items():
             for shard in XLAShardedTensor(t).local_shards:
-                if shard.replica_id != 0:
-                    continue
+                block = shard.unpadded_data
+                if shard.replica_id != 0 or block.numel() == 0:
+                    continue  # (a block all padding holds nothing to save)
                 offsets = torch.Size(_offsets(shard))
-                self._blocks[(fqn, tuple(offsets))] = shard.data
+                self._blocks[(fqn, tuple(offsets))] = block
                 items.append(WriteItem(
                     index=MetadataIndex(fqn, offsets), type=WriteItemType.SHARD,
                     tensor_data=TensorWriteData(
-                        chunk=ChunkStorageMetadata(offsets=offsets, sizes=shard.data.shape),
-                        properties=TensorProperties.create_from_tensor(shard.data), size=t.shape)))
+                        chunk=ChunkStorageMetadata(offsets=offsets, sizes=block.shape),
+                        properties=TensorProperties.create_from_tensor(block), size=t.shape)))
         self.plan = dataclasses.replace(plan, items=list(plan.items) + items)
         return self.plan
 
@@ -114,11 +116,12 @@ class SPMDLoadPlanner(DefaultLoadPlanner):
             shards = self._shards[fqn] = XLAShardedTensor(t).local_shards
             chunks = {}
             for shard in shards:  # devices holding the same block read it once
-                chunks.setdefault(_offsets(shard), shard.data.shape)
+                chunks.setdefault(_offsets(shard), shard.unpadded_data.shape)
             for offsets, sizes in chunks.items():
                 self._blocks[(fqn, offsets)] = torch.empty(sizes, dtype=t.dtype)
             items += create_read_items_for_chunk_list(
-                fqn, md, [ChunkStorageMetadata(torch.Size(o), torch.Size(s)) for o, s in chunks.items()])
+                fqn, md, [ChunkStorageMetadata(torch.Size(o), torch.Size(s))
+                          for o, s in chunks.items() if math.prod(s)])  # (not padding only)
         self._left = {}
         for item in items:
             fqn = item.dest_index.fqn

@@ -1,0 +1,190 @@
+"""SPMD checks of layouts beyond even mark_sharding: dims that do not divide, `shard_as`,
+`annotate_custom_sharding`, the einsum linear (registered into
+tests/distributed/_spmd_harness.CHECKS)."""
+import copy
+
+import numpy as np
+import torch
+
+import torch_xla
+import torch_xla._XLAC
+import torch_xla.core.xla_model as xm
+import torch_xla.distributed.parallel_loader as pl
+import torch_xla.distributed.spmd as xs
+
+from ._spmd_harness import N, check, close, compiles, raises, spec
+
+
+@check
+def uneven_data_shards_are_padded():
+    """9 rows over 8 devices: shards of 2 rows, the last ones padded (as XLA pads), read
+    and loaded back; programs partition the tensor as its sharding says."""
+    mesh = xs.Mesh(np.arange(N), (N,), ('x',))
+    a = torch.randn(9, 4)
+    xa = a.to('xla')
+    xt = xs.mark_sharding(xa, mesh, ('x', None))
+    assert spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    shards = xt.local_shards
+    assert [s.data.shape[0] for s in shards] == [2] * N
+    assert [s.unpadded_data.shape[0] for s in shards] == [2, 2, 2, 2, 1, 0, 0, 0]
+    assert [(s.indices[0].start, s.indices[0].stop) for s in shards][3:6] == [(6, 8), (8, 9), (9, 9)]
+    assert all(torch.equal(s.unpadded_data, a[tuple(s.indices)]) for s in shards)
+    assert torch.equal(shards[4].data[1:], torch.zeros(1, 4))  # the padding
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([xa * 2])
+    assert 'custom_call_target="Sharding", sharding={devices=[8,1]' in hlo, hlo
+    assert torch.allclose((xa * 2).cpu(), a * 2)
+    xt.load_local_shards_([xs.XLAShard(s.data * 2, s.indices, s.shard_device, s.replica_id)
+                           for s in shards])
+    assert torch.allclose(xa.cpu(), a * 2) and spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    xt.load_local_shards_([xs.XLAShard(s.unpadded_data, s.indices, s.shard_device, s.replica_id)
+                           for s in shards])  # unpadded blocks do too
+    assert torch.allclose(xa.cpu(), a)
+
+
+@check
+def uneven_parameters_train_as_on_one_device():
+    """A linear layer of 3 outputs, its weight and bias split over 8 devices: the same
+    losses as on the CPU, compiled once."""
+    mesh = xs.Mesh(np.arange(N), (N,), ('x',))
+    torch.manual_seed(4)
+    ref = torch.nn.Linear(5, 3)
+    model = copy.deepcopy(ref).to('xla')
+    xs.mark_sharding(model.weight, mesh, ('x', None))
+    xs.mark_sharding(model.bias, mesh, ('x',))
+    opt, ref_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref))
+    counts = []
+    for _ in range(4):
+        x = torch.randn(16, 5)
+        ref_loss = ref(x).pow(2).mean()
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        xx = x.to('xla')
+        xs.mark_sharding(xx, mesh, ('x', None))
+        loss = model(xx).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        xm.mark_step()
+        close(loss.item(), ref_loss.item())
+        counts.append(compiles())
+    assert counts[1] == counts[-1], counts
+    assert spec(model.weight) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    assert torch.allclose(model.weight.cpu(), ref.weight, atol=1e-6)
+
+
+@check
+def uneven_batches_from_several_processes_name_the_dim():
+    mesh = xs.Mesh(np.arange(N), (2, 4), ('data', 'model'))
+    loader = pl.MpDeviceLoader([torch.randn(4, 6)], torch_xla.device(),
+                               input_sharding=xs.ShardingSpec(mesh, (None, 'model'), minibatch=True))
+    raises(ValueError, lambda: next(iter(loader)),
+           "cannot shard dim 1 of a tensor of shape [4, 6] over mesh axes 'model' (4 devices)")
+
+
+@check
+def shard_as_lays_two_tensors_out_alike():
+    """upstream's test_shard_as: y, given no sharding, takes x's."""
+    mesh = xs.Mesh(np.arange(N), (N,))
+    x = torch.arange(1., 9., device='xla')
+    x = xs.mark_sharding_with_gradients(x, mesh, (0,))
+    y = torch.arange(1., 9., device='xla')
+    x, y = xs.shard_as(x, y)
+    torch_xla.sync()
+    assert spec(x) == spec(y) == "{devices=[8]0,1,2,3,4,5,6,7}", (spec(x), spec(y))
+    assert torch.equal(y.cpu(), torch.arange(1., 9.))
+    # pytrees, None leaves, gradients
+    w, v = torch.randn(8, 4), torch.randn(8, 4)
+    xw, xv = w.to('xla').requires_grad_(), v.to('xla').requires_grad_()
+    xs.mark_sharding(xw, mesh, (0, None))
+    (a, none_a), (b, none_b) = xs.shard_as([xw * 2, None], [xv, None])
+    assert none_a is None and none_b is None
+    (a * b).sum().backward()
+    assert torch.allclose(xv.grad.cpu(), w * 2) and torch.allclose(xw.grad.cpu(), 2 * v)
+    raises(AssertionError, lambda: xs.shard_as([xw], (xv,)), "same structure")
+    raises(ValueError, lambda: xs.shard_as(xw, torch.ones(4, 8).to('xla')), "shapes must be equal")
+
+
+@check
+def annotate_custom_sharding_constrains_without_resharding():
+    """upstream's test_annotate_custom_sharding: the data keeps its layout, the graph gets
+    the custom one, and after the step the tensor has it."""
+    t = torch.randn(2, 4, 8, 8)
+    xt = t.to('xla')
+    xs.mark_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 4, 2)), (0, 1, 2, 3))
+    original = spec(xt)
+    raises(RuntimeError, lambda: xs.mark_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 1, N)), (0, 1, 2, 3)),
+           "Existing annotation must be cleared first: {devices=[1,1,4,2]")
+    xs.mark_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 4, 2)), (0, 1, 2, 3))  # the same: a no-op
+    assert spec(xt) == original
+    xs.annotate_custom_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 1, N)), (0, 1, 2, 3))
+    custom = spec(xt)
+    assert custom == "{devices=[1,1,1,8]0,1,2,3,4,5,6,7}" and custom != original
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([xt])
+    assert "parameter(0), sharding={devices=[1,1,4,2]" in hlo, hlo
+    assert 'custom_call_target="Sharding", sharding={devices=[1,1,1,8]' in hlo, hlo
+    xm.mark_step()
+    assert spec(xt) == custom and torch.equal(xt.cpu(), t)
+    xs.clear_sharding(xt)  # then it may be resharded
+    xs.mark_sharding(xt, xs.Mesh(np.arange(N), (1, 1, 4, 2)), (0, 1, 2, 3))
+    assert spec(xt) == original and torch.equal(xt.cpu(), t)
+    r = torch.randn(4, 8).to('xla')
+    xs.mark_sharding(r, xs.get_1d_mesh(), (None, None))  # replicated: may be resharded
+    xs.mark_sharding(r, xs.get_1d_mesh(), (None, 0))
+    assert spec(r) == "{devices=[1,8]0,1,2,3,4,5,6,7}"
+
+
+@check
+def einsum_linear_matches_nn_linear():
+    """apply_xla_patch_to_nn_linear: the same parameters, the same outputs and gradients as
+    nn.Linear on the CPU, with the batch sharded over a 2-D mesh."""
+    from torch_xla.distributed.spmd.xla_sharding import EinsumLinear, apply_xla_patch_to_nn_linear
+    torch.manual_seed(3)
+    cpu = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4, bias=False))
+    model = apply_xla_patch_to_nn_linear(copy.deepcopy(cpu).to('xla'))
+    assert isinstance(model[0], EinsumLinear) and isinstance(model[2], EinsumLinear)
+    assert model[2].bias is None
+    mesh = xs.Mesh(np.arange(N), (4, 2), ('data', 'model'))
+    xs.mark_sharding(model[0].weight, mesh, ('model', None))
+    x = torch.randn(8, 3, 16)
+    xx = x.to('xla')
+    xs.mark_sharding(xx, mesh, ('data', None, None))
+    out = model(xx)
+    assert type(out.grad_fn).__name__ == "XLAPatchedLinearBackward"
+    out.pow(2).sum().backward()
+    cpu(x).pow(2).sum().backward()
+    for p, q in zip(model.parameters(), cpu.parameters()):
+        assert torch.allclose(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
+    y = xs.xla_patched_nn_linear_forward(model[0], xx)
+    assert torch.allclose(y.cpu(), torch.nn.functional.linear(x, cpu[0].weight, cpu[0].bias),
+                          atol=1e-5)
+
+
+@check
+def op_shardings_pass_layouts_around():
+    """torch_xla._XLAC's OpSharding: from a mesh, from a tensor, built from torch_xla's
+    arguments, given to tensors (the idiom that lays a gradient out as its parameter)."""
+    OpSharding = torch_xla._XLAC.OpSharding
+    mesh = xs.Mesh(np.arange(N), (2, 4), ('a', 'b'))
+    t = torch.randn(4, 8).to('xla')
+    assert torch_xla._XLAC._get_xla_op_sharding(t) is None
+    tiled = mesh.get_op_sharding(('a', 'b'))
+    torch_xla._XLAC._xla_mark_sharding(t, tiled)
+    assert spec(t) == "{devices=[2,4]0,1,2,3,4,5,6,7}" and repr(tiled) == f"OpSharding({spec(t)})"
+    assert torch_xla._XLAC._get_xla_op_sharding(t) == tiled
+    grad = torch.zeros_like(t)
+    torch_xla._XLAC._xla_mark_sharding(grad, torch_xla._XLAC._get_xla_op_sharding(t))
+    assert spec(grad) == spec(t)
+    assert OpSharding(np.arange(N).reshape(2, 4).tolist(), [], [], xs.ShardingType.TILED) == tiled
+    partial = OpSharding(np.arange(N).reshape(2, 4).tolist(), [[0], [1]],
+                         [[0, 1, 2, 3], [4, 5, 6, 7]], xs.ShardingType.PARTIAL)
+    assert partial == mesh.get_op_sharding(('a', None)) and partial != tiled
+    u = torch.randn(4, 8).to('xla')
+    torch_xla._XLAC._xla_mark_sharding(u, partial)
+    assert spec(u) == "{devices=[2,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}", spec(u)
+    assert torch.allclose((u + t).cpu(), u.cpu() + t.cpu())
+    replicated = OpSharding([], [], [], xs.ShardingType.REPLICATED)
+    torch_xla._XLAC._xla_annotate_custom_sharding(u, replicated)
+    assert spec(u) == "{replicated}"
+    assert torch_xla._XLAC._get_xla_sharding_specs([t, u]) == [spec(t), "{replicated}"]
+    raises(ValueError, lambda: OpSharding([], [], [], xs.ShardingType.TUPLE), "type 2")
