@@ -287,4 +287,4 @@ def _write_back(t, value):
         return
     torch._functionalize_replace(t, wrap(value))
     torch._functionalize_commit_update(t)
-    torch._sync(t)
+    _sync(t)
