@@ -16,9 +16,11 @@ depends on values, a read of a value by the host, a collective, a copy to the CP
 import functools
 import operator
 
+import jax
 import jax.numpy as jnp
 import torch
 from torch import fx
+from torch.utils import _pytree as pytree
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from .. import runtime
@@ -118,6 +120,11 @@ def _sympy_to_jax(expr, symbols):
     raise Unsupported([f"symbolic size {expr}"])
 
 
+def _jax_aval(aval):
+    shape, dtype = aval
+    return shape, runtime.to_jax_dtype(dtype)
+
+
 def _cast_to(x, aval):
     shape, dtype = aval
     x = x.astype(runtime.to_jax_dtype(dtype))
@@ -138,7 +145,7 @@ class GraphFunction:
 
     `inputs` are the values of the graph's tensor placeholders (`tensor_inputs`: their
     positions among all placeholders; the others are constants of the graph), `seeds` one
-    integer per random op (`n_rng`). `mutated` holds the new values of the inputs that
+    integer per random op (`n_rng`), then the lifted scalars if any. `mutated` holds the new values of the inputs that
     `copy_` writes (`mutated_inputs`: their positions among the tensor inputs); `outputs`
     the graph's tensor outputs computed inside (`output_avals`). `output_refs` rebuilds
     the graph's output list: ('value', k) output k, ('input', i) tensor input i unchanged,
@@ -154,12 +161,21 @@ class GraphFunction:
 
     `symbols` maps the names of symbolic sizes (torch.export's dynamic dimensions) to jax's
     symbolic dimensions; without it every size must be concrete.
+
+    For StableHLO export: with `lift_scalars`, the Scalar arguments of ops other than 0 and
+    1 are parameters of the function (`constants`, their values; passed after the seeds)
+    instead of constants inlined in it. Ops of the namespaces in `custom_calls` become
+    `stablehlo.custom_call`s named after the op (`custom_call_targets`). `scopes` maps fx
+    nodes to a name the ops lowered from them carry in their locations.
     """
 
-    def __init__(self, gm: fx.GraphModule, symbols=None, defer_views=False):
+    def __init__(self, gm: fx.GraphModule, symbols=None, defer_views=False, lift_scalars=False,
+                 custom_calls=frozenset(), scopes=None):
         self.gm = gm
         self.symbols = symbols
         self.defer_views = defer_views
+        self.lift_scalars, self.custom_calls, self.scopes = lift_scalars, custom_calls, scopes or {}
+        self.constants, self.custom_call_targets = [], set()
         self.input_avals, self.tensor_inputs, self.output_refs, self.output_avals = [], [], [], []
         self.n_rng = 0
         self.has_tensor_constants = False
@@ -278,6 +294,8 @@ class GraphFunction:
             return self._plan_copy(node)
         if op is aten._to_copy.default:
             return self._plan_to_copy(node)
+        if isinstance(op, torch._ops.OpOverload) and op.namespace in self.custom_calls:
+            return self._plan_custom_call(node)
         lowering = lookup(op) or lookup(_copy_variant(op))
         if lowering is None:
             raise Unsupported([str(op)])
@@ -294,13 +312,14 @@ class GraphFunction:
         if op in _DEVICE_SHAPED:
             return self._plan_device_shaped(node, lowering, avals)
         template, in_nodes, scalars = _encode(op, node.args, node.kwargs, not lowering.static_scalars)
+        scalar_values = self._scalar_values(scalars)
         structure = node.meta["val"]
         rng = self.n_rng if lowering.rng else None
         self.n_rng += bool(lowering.rng)
 
         def run(env, seeds):
             inputs = [env[n] for n in in_nodes]
-            values = [jnp.asarray(s) for s in scalars]
+            values = scalar_values(seeds)
             if rng is not None:
                 values.append(seeds[rng])
             out = call_lowering(lowering, template, inputs, values, avals)
@@ -333,11 +352,12 @@ class GraphFunction:
         engine gives them, and PyTorch's kernels)."""
         template, in_nodes, scalars = _encode(node.target, node.args, node.kwargs,
                                               not lowering.static_scalars)
+        scalar_values = self._scalar_values(scalars)
         first = avals[:1]
 
         def run(env, seeds):
             inputs = [env[n] for n in in_nodes]
-            out = call_lowering(lowering, template, inputs, [jnp.asarray(s) for s in scalars], first)
+            out = call_lowering(lowering, template, inputs, scalar_values(seeds), first)
             rest = [jnp.zeros(s, runtime.to_jax_dtype(d)) for s, d in avals[1:]]
             return (out[0], *rest)
         return run
@@ -354,12 +374,46 @@ class GraphFunction:
                 raise Unsupported([f"{node.target} (output {k} is shaped for the CPU kernel)"])
         template, in_nodes, scalars = _encode(node.target, node.args, node.kwargs,
                                               not lowering.static_scalars)
+        scalar_values = self._scalar_values(scalars)
 
         def run(env, seeds):
             inputs = [env[n] for n in in_nodes]
-            out = call_lowering(lowering, template, inputs, [jnp.asarray(s) for s in scalars], device_avals)
+            out = call_lowering(lowering, template, inputs, scalar_values(seeds), device_avals)
             return tuple(o if a == d else jnp.zeros(a[0], runtime.to_jax_dtype(a[1]))
                          for o, a, d in zip(out, avals, device_avals))
+        return run
+
+    def _scalar_values(self, scalars):
+        """A node's Scalar arguments as jax values, from the call's parameters: inline
+        constants, or (with `lift_scalars`) parameters after the seeds, except 0 and 1."""
+        slots = []
+        for value in scalars:
+            if self.lift_scalars and type(value) is not bool and value not in (0, 1):
+                slots.append(len(self.constants))
+                self.constants.append(value)
+            else:
+                slots.append(None)
+        if all(k is None for k in slots):
+            return lambda params: [jnp.asarray(v) for v in scalars]
+        return lambda params: [jnp.asarray(v) if k is None else params[self.n_rng + k]
+                               for v, k in zip(scalars, slots)]
+
+    def _plan_custom_call(self, node):
+        """An op kept as `stablehlo.custom_call @<op>` on its tensor arguments, with the
+        node's output shapes (the op's other arguments are left out, as torch_xla does)."""
+        name = str(node.target)
+        in_nodes = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, fx.Node)]
+        val = node.meta["val"]
+        outs = val if isinstance(val, (tuple, list)) else (val,)
+        if not all(isinstance(v, torch.Tensor) for v in outs):
+            raise Unsupported([f"{name} (a custom call with outputs that are not tensors)"])
+        results = [jax.ShapeDtypeStruct(*_jax_aval(aval_of(v, self.symbols))) for v in outs]
+        self.custom_call_targets.add(name)
+        call = jax.ffi.ffi_call(name, results)
+
+        def run(env, seeds):
+            out = call(*[env[n] for n in in_nodes])
+            return tuple(out) if isinstance(val, (tuple, list)) else out[0]
         return run
 
     # ---- the jax function ------------------------------------------------------------------
@@ -369,7 +423,12 @@ class GraphFunction:
         for node, pos in self._placeholders.items():
             env[node] = inputs[pos]
         for step in self._steps:
-            env[step.node] = step.run(env, seeds)
+            scope = self.scopes.get(step.node)
+            if scope is None:
+                env[step.node] = step.run(env, seeds)
+            else:
+                with jax.named_scope(scope):
+                    env[step.node] = step.run(env, seeds)
         mutated = tuple(env[n] for _, n in self._mutations)
         return mutated, tuple(env[n] for n in self._output_nodes)
 
