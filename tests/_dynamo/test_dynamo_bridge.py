@@ -133,6 +133,9 @@ def test_adamw_step_is_one_program(dev):
     losses, compiles, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS, adamw)
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0)
     assert count("DynamoLazyGraph") == 0
+    # the step counts (CPU tensors) are counted on the host: the only reads from the
+    # device are the losses' .item()
+    assert count("TransferFromDevice") == STEPS
     assert compiles[1] == compiles[-1], compiles
     # Adam divides by the gradients' running scale: rounding noise in tiny gradients moves
     # weights by up to ~1e-5 (the lazy path's too)

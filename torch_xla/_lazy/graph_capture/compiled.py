@@ -8,7 +8,9 @@ Arguments still pending on the lazy path are computed inside the program when th
 is small (a view the graph before left lazy, the backward's seed `ones_like(loss)`), else
 materialised first, so compiled and lazy code mix. Inputs the graph writes (`copy_`: an optimizer step, batch norm's running statistics)
 get their new values, and their old buffers are donated to the program when no other
-tensor holds them (one copy of the model).
+tensor holds them (one copy of the model). A CPU scalar the graph writes from CPU scalars
+only (an optimizer's step count) gets its new value computed on the host, by the graph's
+own ops: reading it back from the device would wait for the program at every step.
 
 Graphs with symbolic sizes are compiled once per set of concrete sizes. A graph that cannot
 be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, counted as
@@ -24,6 +26,7 @@ import jax.numpy as jnp
 import torch
 from jax.sharding import SingleDeviceSharding
 from torch._subclasses.functional_tensor import FunctionalTensor
+from torch.utils import _pytree as pytree
 
 from .. import compiler, debug, metrics, rng, runtime
 from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
@@ -31,7 +34,7 @@ from ..frames import run_without_dynamo
 from ..ir import Node, Value
 from ..tensor import XLATensor, live_tensors, to_functional, unwrap, wrap
 from . import decompose
-from .fx_lowering import GraphFunction, Unsupported
+from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 
 _programs = {}  # structural key -> compiled program, shared by identical graphs
 # Pending arguments whose graph has at most this many ops are computed inside the program
@@ -98,6 +101,9 @@ class _Plan:
         self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
         self.programs = {}  # device -> compiled program
         self.key = None if fn.has_tensor_constants else (fn.gm.code, tuple(self.avals))
+        # mutated input -> the graph's nodes computing its new value on the host, in order
+        self.on_host = {i: (nodes, src) for i, src in zip(self.mutated, fn.written_from)
+                        if (nodes := _host_nodes(src, fn)) is not None}
 
     def run(self, args):
         values = [_input_value(args[i]) for i in self.tensor_args]
@@ -117,11 +123,18 @@ class _Plan:
         mutated, outs = program(args_d, args_k, seeds, lazy_args)
         metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
         metrics.count("DynamoExecute")
+        on_host = {i: self._host_value(i, args) for i in self.on_host
+                   if not isinstance(args[self.tensor_args[i]], XLATensor)
+                   and args[self.tensor_args[i]].device.type == "cpu"}
         written = {}
         for i, data in zip(self.mutated, mutated):
             shape, dtype = self.avals[i]
             written[i] = Value(shape, dtype, device, data=data)
-            _write_back(args[self.tensor_args[i]], written[i])
+            if i in on_host:
+                with torch.no_grad():
+                    args[self.tensor_args[i]].copy_(on_host[i])
+            else:
+                _write_back(args[self.tensor_args[i]], written[i])
         if written:
             self._record_owners(written, device)
         results = []
@@ -138,6 +151,15 @@ class _Plan:
             else:
                 results.append(x)
         return results
+
+    def _host_value(self, i, args):
+        """The new value of mutated input `i` (a CPU scalar), computed on the host from the
+        inputs' values before the write."""
+        nodes, src = self.on_host[i]
+        env = {node: args[self.tensor_args[pos]] for node, pos in self.fn.input_nodes.items()}
+        for node in nodes:
+            env[node] = node.target(*fill_nodes(node.args, env), **fill_nodes(node.kwargs, env))
+        return env[src]
 
     def _fuse_pending(self, values, device):
         """(walk, layout) computing the pending arguments inside the program, or None when
@@ -229,6 +251,29 @@ def _lazy_view(value, steps, device):
     return value
 
 
+def _host_nodes(src, fn, limit=8):
+    """The nodes computing `src` from CPU scalar inputs and numbers only, in order (a
+    handful at most), or None if it needs anything else."""
+    order, seen = [], set()
+
+    def visit(node):
+        if not isinstance(node, torch.fx.Node) or node in seen:
+            return True
+        seen.add(node)
+        val = node.meta.get("val")
+        if node.op == "placeholder":
+            return (node in fn.input_nodes and isinstance(val, torch.Tensor)
+                    and val.device.type == "cpu" and val.dim() == 0)
+        if (node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload)
+                or not isinstance(val, torch.Tensor) or val.device.type != "cpu" or val.dim() != 0):
+            return False
+        if not all(visit(a) for a in pytree.tree_leaves((node.args, node.kwargs))):
+            return False
+        order.append(node)
+        return len(order) <= limit
+    return order if visit(src) else None
+
+
 def _input_value(t):
     if type(t) is XLATensor:
         return t._value
@@ -276,8 +321,8 @@ def _read_by_pending(live):
 
 
 def _write_back(t, value):
-    """Gives tensor `t` (an input the graph wrote) its new value. A CPU scalar (an
-    optimizer's step count) gets it from the device, which waits for the program."""
+    """Gives tensor `t` (an input the graph wrote) its new value. A CPU scalar computed
+    from device values gets it from the device, which waits for the program."""
     if isinstance(t, XLATensor):
         t._value = value
         return

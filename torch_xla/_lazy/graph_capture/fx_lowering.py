@@ -180,6 +180,7 @@ class GraphFunction:
         self.n_rng = 0
         self.has_tensor_constants = False
         self._placeholders = {}   # fx node -> tensor input position
+        self.input_nodes = self._placeholders
         self._constants = {}      # fx node -> Python value or jax array
         self._steps, unsupported = [], []
         self._mutations = []      # (tensor input position, fx node of the new value)
@@ -205,6 +206,7 @@ class GraphFunction:
         if unsupported:
             raise Unsupported(unsupported)
         self.mutated_inputs = [i for i, _ in self._mutations]
+        self.written_from = [n.args[1] for _, n in self._mutations]  # the new values' nodes
         self.n_ops = len(self._steps)
 
     # ---- reading the graph ---------------------------------------------------------------
@@ -281,10 +283,10 @@ class GraphFunction:
             source, index = node.args
             return lambda env, seeds: env[source][index]
         if op in _PYTHON_OPS:
-            return lambda env, seeds: op(*_fill(node.args, env), **_fill(node.kwargs, env))
+            return lambda env, seeds: op(*fill_nodes(node.args, env), **fill_nodes(node.kwargs, env))
         if op in _SIZES:
             size = _SIZES[op]
-            return lambda env, seeds: size(*_fill(node.args, env))
+            return lambda env, seeds: size(*fill_nodes(node.args, env))
         if op in _NO_VALUE:
             return lambda env, seeds: None
         if op in _ALIASES:
@@ -499,13 +501,14 @@ def _check_indices(node):
         raise Unsupported([f"{node.target} with a boolean mask (output shape depends on values)"])
 
 
-def _fill(obj, env):
+def fill_nodes(obj, env):
+    """`obj` (a node's arguments) with each fx node replaced by its value in `env`."""
     if isinstance(obj, fx.Node):
         return env[obj]
     if isinstance(obj, (tuple, list)):
-        return type(obj)(_fill(o, env) for o in obj)
+        return type(obj)(fill_nodes(o, env) for o in obj)
     if isinstance(obj, dict):
-        return {k: _fill(v, env) for k, v in obj.items()}
+        return {k: fill_nodes(v, env) for k, v in obj.items()}
     return obj
 
 
