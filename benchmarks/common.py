@@ -22,6 +22,26 @@ def steady_time(step, sync, warmup=5, blocks=5, steps_per_block=10):
     return best
 
 
+def alternating_times(a, b, warmup=5, blocks=5, steps_per_block=10):
+    """Steady time per step of two workloads (`a`, `b`: (step, sync) each) measured in
+    alternating blocks, so that a loaded machine weighs on both alike: the best block of
+    each, and the median of the ratios a/b of neighbouring blocks."""
+    for step, sync in (a, b):
+        for _ in range(warmup):
+            step()
+        sync()
+    times, ratios = ([], []), []
+    for _ in range(blocks):
+        for k, (step, sync) in enumerate((a, b)):
+            start = time.perf_counter()
+            for _ in range(steps_per_block):
+                step()
+            sync()
+            times[k].append((time.perf_counter() - start) / steps_per_block)
+        ratios.append(times[0][-1] / times[1][-1])
+    return min(times[0]), min(times[1]), sorted(ratios)[len(ratios) // 2]
+
+
 def first_step_time(step, sync):
     start = time.perf_counter()
     step()
@@ -74,15 +94,20 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     """Times one workload three ways and reports the line: ours (`torch_step_fn(device,
     xla=True)`), the JAX floor (`jax_step_fn()` -> (step, sync, compile)) and eager PyTorch on
     the CPU (`torch_step_fn('cpu', xla=False)`); with `compiled_step_fn(device)`, a fourth:
-    the step under torch.compile."""
+    the step under torch.compile, timed in blocks alternating with the JAX floor's
+    (`compiled/jax`: the median ratio of neighbouring blocks)."""
     import torch_xla.core.xla_model as xm
     import torch_xla.debug.metrics as met
-    compiled_t = None
-    if compiled_step_fn is not None:
-        compiled = compiled_step_fn(xm.xla_device())
-        compiled_t = steady_time(compiled, xm.wait_device_ops, blocks=blocks,
-                                 steps_per_block=steps_per_block)
-        del compiled
+    compiled = {}
+    if compiled_step_fn is not None:  # alternating with the JAX floor (the machine is shared)
+        compiled_step = compiled_step_fn(xm.xla_device())
+        jstep, jsync, _ = jax_step_fn()
+        compiled_t, floor_t, ratio = alternating_times(
+            (compiled_step, xm.wait_device_ops), (jstep, jsync), blocks=2 * blocks,
+            steps_per_block=steps_per_block)
+        compiled = {"compiled_ms": compiled_t * 1e3, "compiled/jax": ratio,
+                    "compiled_best/jax_best": compiled_t / floor_t}
+        del compiled_step, jstep, jsync
     ours = torch_step_fn(xm.xla_device(), True)
     xm.wait_device_ops()
     met.clear_counters()
@@ -97,8 +122,6 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     jax_mem = peak_step_bytes(jcompile())
     eager = torch_step_fn("cpu", False)
     eager_t = steady_time(eager, lambda: None, warmup=2, blocks=3, steps_per_block=eager_steps)
-    compiled = {} if compiled_t is None else {"compiled_ms": compiled_t * 1e3,
-                                              "compiled/jax": compiled_t / jax_t}
     report(name, {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,
                   "ours/jax": ours_t / jax_t, "ours/eager": ours_t / eager_t, **compiled,
                   "first_ours_s": ours_first, "first_jax_s": jax_first,

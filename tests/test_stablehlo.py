@@ -117,11 +117,71 @@ def test_random_ops_draw_from_the_device_generator():
     assert 0 <= a.min() and a.max() < 1
 
 
-def test_unsupported_options_say_so():
-    ep = torch.export.export(nn.Linear(2, 2), (torch.randn(1, 2),))
-    with pytest.raises(NotImplementedError, match="custom_ops_allowed_in_graph"):
-        stablehlo.exported_program_to_stablehlo(
-            ep, stablehlo.StableHLOExportOptions(custom_ops_allowed_in_graph={"my_ops"}))
+class Scaled(nn.Module):
+    def forward(self, x):
+        return x * 2.5 + 1
+
+
+def test_constants_become_inputs_without_inline_all_constant(tmp_path):
+    x = torch.randn(3)
+    ep = torch.export.export(Scaled(), (x,))
+    inlined = stablehlo.exported_program_to_stablehlo(ep)
+    assert "2.5" in inlined.get_stablehlo_text()
+    options = stablehlo.StableHLOExportOptions(inline_all_constant=False)
+    module = stablehlo.exported_program_to_stablehlo(ep, options)
+    meta = module._bundle.stablehlo_funcs[0].meta
+    kinds = [loc.type_ for loc in meta.input_locations]
+    assert kinds == [stablehlo.VariableType.INPUT_ARG, stablehlo.VariableType.CONSTANT]
+    assert [float(c) for c in module._bundle.additional_constants] == [2.5]   # 1 stays inlined
+    assert "2.5" not in module.get_stablehlo_text()
+    torch.testing.assert_close(module(x).cpu(), x * 2.5 + 1)
+    module.save(tmp_path, options)
+    assert os.listdir(tmp_path / "constants") == ["0"]
+    torch.testing.assert_close(stablehlo.StableHLOGraphModule.load(tmp_path)(x).cpu(), x * 2.5 + 1)
+    half = torch.randn(3).half()  # a constant input keeps PyTorch's promotion: float16 stays
+    out = stablehlo.exported_program_to_stablehlo(torch.export.export(Scaled(), (half,)), options)(half)
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.cpu(), half * 2.5 + 1)
+
+
+def test_node_metadata_goes_into_the_locations():
+    ep = torch.export.export(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), (torch.randn(1, 2),))
+    plain = stablehlo.exported_program_to_stablehlo(ep).get_stablehlo_text()
+    text = stablehlo.exported_program_to_stablehlo(
+        ep, stablehlo.StableHLOExportOptions(export_node_metadata=True)).get_stablehlo_text()
+    assert "nn_module_stack" not in plain
+    located = [line for line in text.splitlines() if line.startswith("#loc") and "nn_module_stack" in line]
+    assert any("torch.nn.modules.activation.ReLU" in line for line in located), located[:3]
+
+
+@torch.library.custom_op("shlo_test::scale", mutates_args=())
+def _scale(x: torch.Tensor, factor: float) -> torch.Tensor:
+    return x * factor
+
+
+@_scale.register_fake
+def _(x, factor):
+    return torch.empty_like(x)
+
+
+class UsesCustomOp(nn.Module):
+    def forward(self, x):
+        return torch.ops.shlo_test.scale(x + 1, 3.0).sin()
+
+
+def test_custom_ops_allowed_in_graph_become_custom_calls():
+    ep = torch.export.export(UsesCustomOp(), (torch.randn(4),))
+    with pytest.raises(NotImplementedError, match="shlo_test.scale.default"):
+        stablehlo.exported_program_to_stablehlo(ep)   # no lowering, and not allowed
+    module = stablehlo.exported_program_to_stablehlo(
+        ep, stablehlo.StableHLOExportOptions(custom_ops_allowed_in_graph={"shlo_test"}))
+    text = module.get_stablehlo_text()
+    calls = [line for line in text.splitlines() if "stablehlo.custom_call" in line]
+    assert len(calls) == 1 and "@shlo_test.scale.default" in calls[0], calls
+    assert "(tensor<4xf32>) -> tensor<4xf32>" in calls[0]
+    assert "stablehlo.sine" in text
+    with pytest.raises(Exception, match="shlo_test.scale.default"):
+        module(torch.randn(4))                         # this runtime has no such target
 
 
 def test_weights_left_out_must_be_given():

@@ -12,7 +12,7 @@ without the model's code:
     functions/forward.meta       JSON: input and output signatures, where inputs come from
     functions/forward.jax        the module in jax's serialized form (what `load` runs)
     data/NAME                    each weight, as a NumPy .npy file (with `save_weights`)
-    constants/                   (constants are inlined in the module)
+    constants/N                  each constant input (`inline_all_constant=False`), .npy
 
 Dimensions marked dynamic in `torch.export` stay symbolic in the module.
 """
@@ -39,10 +39,18 @@ class StableHLOExportOptions:
     override_tracing_arguments: Optional[Tuple[Any]] = None
     override_tracing_kwargs: Optional[Mapping[str, Any]] = None
     save_weights: bool = True
-    # Every constant is inlined in the module (scalars, and tensors the graph creates).
+    # Inline all constants (the ops' Scalar arguments) in StableHLO if True; otherwise only
+    # 0 and 1 are, the others are inputs of the module (InputLocation.constant, saved in
+    # constants/).
     inline_all_constant: bool = True
+    # Whether to export the weights
     export_weights: bool = True
+    # Namespaces of ops (e.g. "my_lib") that become stablehlo.custom_call @<op> on their
+    # tensor arguments, with the ops' output shapes; a runtime that runs the module must
+    # provide them.
     custom_ops_allowed_in_graph: Set[str] = field(default_factory=set)
+    # Each op's location (loc(...) in the text) names the fx node it comes from: the node's
+    # metadata (stack trace, module stack, source function) as JSON.
     export_node_metadata: bool = False
 
 
@@ -187,17 +195,6 @@ class StableHLOGraphModule:
         return self.evaluate(self._default_method, args)
 
 
-def _check_options(options):
-    if options.custom_ops_allowed_in_graph:
-        raise NotImplementedError("custom_ops_allowed_in_graph: ops outside ATen cannot become "
-                                  "stablehlo.custom_call here; every op must have a lowering")
-    if options.export_node_metadata:
-        raise NotImplementedError("export_node_metadata: node metadata is not written into the "
-                                  "StableHLO module here")
-    if not options.inline_all_constant:
-        raise NotImplementedError("inline_all_constant=False: constants are always inlined here")
-
-
 def _signature(aval):
     shape, dtype, dynamic = aval
     return VariableSignature(shape=shape, dtype=dtype, dynamic_dims=dynamic)
@@ -208,6 +205,8 @@ def _location(kind, where):
         return InputLocation.parameter(where)
     if kind == "seed":
         return InputLocation.seed(where)
+    if kind == "constant":
+        return InputLocation.constant(where)
     return InputLocation.input_arg(where)
 
 
@@ -219,8 +218,9 @@ def _dumps(spec) -> str:
 
 
 def _exported_program_to_stablehlo_bundle(exported_model, options) -> StableHLOModelBundle:
-    _check_options(options)
-    graph = _export.export_program(exported_model)
+    graph = _export.export_program(exported_model, inline_constants=options.inline_all_constant,
+                                   custom_calls=frozenset(options.custom_ops_allowed_in_graph),
+                                   node_metadata=options.export_node_metadata)
     args = exported_model.example_inputs[0] if exported_model.example_inputs else ()
     flat_args = pytree.tree_flatten(args)[0]
     unused = []
@@ -243,7 +243,8 @@ def _exported_program_to_stablehlo_bundle(exported_model, options) -> StableHLOM
     func = StableHLOFunc(meta, graph.bytecode(),
                          graph.text() if options.include_human_readable_text else None,
                          graph.module())
-    return StableHLOModelBundle(state_dict=state, additional_constants=[], stablehlo_funcs=[func])
+    return StableHLOModelBundle(state_dict=state, additional_constants=graph.constants,
+                                stablehlo_funcs=[func])
 
 
 def exported_program_to_stablehlo(exported_model: "torch.export.ExportedProgram",

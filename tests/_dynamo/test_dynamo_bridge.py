@@ -76,6 +76,51 @@ def test_trains_like_the_lazy_path_and_the_cpu(dev, name):
         torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-5, msg=key)
 
 
+def test_steady_training_step_runs_three_programs_and_no_lazy_one(dev):
+    """Forward, backward and optimizer step, each one program: the forward leaves the
+    transposed weights it saves for the backward as lazy views (no copy of a weight), and
+    the backward computes them, and the seed of `loss.backward()`, inside its own program."""
+    torch.manual_seed(0)
+    model = MLP().to(dev)
+    opt = sgd(model.parameters())
+    x, y = (t.to(dev) for t in classification_batches((8, 16))[0])
+
+    @torch.compile(backend="openxla")
+    def step():
+        opt.zero_grad()
+        loss_of(model, x, y).backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    met.clear_counters()
+    for _ in range(3):
+        step()
+    assert count("DynamoCompile") == 0 and count("UncachedCompile") == 0
+    assert count("DynamoExecute") == 3 * 3
+    assert count("CachedCompile") == 0        # no lazy program ran (each run looks one up)
+
+
+def test_small_pending_inputs_are_computed_inside_the_program(dev):
+    compiled = torch.compile(lambda a, b: a * b + 1, backend="openxla")
+    x, y = torch.randn(3, 3), torch.randn(3, 3)
+    compiled(x.to(dev), y.to(dev))
+    xd, yd = x.to(dev), y.to(dev)
+    met.clear_counters()
+    small = (xd * 2).t()                          # two lazy ops, not yet computed
+    torch.testing.assert_close(compiled(small, yd).cpu(), (x * 2).t() * y + 1)
+    assert count("CachedCompile") == 0 and count("UncachedCompile") == 1  # no lazy program
+    assert unwrap(small)._value.pending          # still pending: computed when needed
+    torch.testing.assert_close(small.cpu(), (x * 2).t())
+    large = xd
+    for _ in range(20):                           # a graph too large to compute twice
+        large = large * 1.01
+    met.clear_counters()
+    torch.testing.assert_close(compiled(large, yd).cpu(), x * 1.01 ** 20 * y + 1, rtol=1e-5, atol=1e-5)
+    assert count("UncachedCompile") == 1          # the lazy program; the graph's was compiled
+    assert not unwrap(large)._value.pending
+
+
 def test_adamw_step_is_one_program(dev):
     """AdamW under torch.compile: dynamo decomposes addcmul_ into inductor's prims.fma (a
     lowering registered when the op first appears) and counts steps in CPU tensors (written
@@ -88,6 +133,9 @@ def test_adamw_step_is_one_program(dev):
     losses, compiles, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS, adamw)
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0)
     assert count("DynamoLazyGraph") == 0
+    # the step counts (CPU tensors) are counted on the host: the only reads from the
+    # device are the losses' .item()
+    assert count("TransferFromDevice") == STEPS
     assert compiles[1] == compiles[-1], compiles
     # Adam divides by the gradients' running scale: rounding noise in tiny gradients moves
     # weights by up to ~1e-5 (the lazy path's too)

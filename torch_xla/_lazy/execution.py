@@ -58,6 +58,11 @@ def defer_check(value: Value, check) -> None:
         _checks.append((value, check))
 
 
+def has_deferred_checks(device) -> bool:
+    """Whether values on `device` wait for a program to check them (`defer_check`)."""
+    return any(v.device == device for v, _ in _checks)
+
+
 def _take_checks(devices):
     """The deferred checks of values on `devices` (None: every device), taken off the list."""
     if not _checks:

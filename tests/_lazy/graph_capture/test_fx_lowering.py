@@ -91,3 +91,37 @@ def test_ops_without_lowering_are_decomposed():
     assert not any(n.target is aten.celu.default for n in decomposed.graph.nodes)
     _, outs = run(GraphFunction(decomposed), (x,))
     torch.testing.assert_close(outs[0], f(x))
+
+
+def test_aliased_outputs_are_one_output_and_views_of_inputs_can_be_deferred():
+    def f(w, x):
+        h = torch.relu(x @ w.t())
+        return h, h.detach(), w.t(), x.detach(), w.t().unsqueeze(0)
+
+    w, x = torch.randn(3, 4), torch.randn(2, 4)
+    gm = graph_of(f, w, x)
+    plain = GraphFunction(gm)
+    assert [kind for kind, _ in plain.output_refs] == ["value", "value", "value", "alias", "value"]
+    assert plain.output_refs[0] == plain.output_refs[1]   # h and h.detach(): one output
+    assert len(plain.output_avals) == 3
+    deferred = GraphFunction(gm, defer_views=True)
+    kinds = [kind for kind, _ in deferred.output_refs]
+    assert kinds == ["value", "value", "view", "alias", "view"]
+    assert len(deferred.output_avals) == 1                # only h is computed
+    position, steps = deferred.output_refs[4][1]
+    assert position == 0 and len(steps) == 2              # t, then unsqueeze, on input w
+    _, outs = run(plain, (w, x))
+    for actual, expected in zip(outs, (f(w, x)[0], w.t(), f(w, x)[4])):
+        torch.testing.assert_close(actual, expected)
+
+
+def test_views_of_written_inputs_are_computed():
+    def f(w, g):
+        w.sub_(g)
+        return w.t()
+
+    w, g = torch.randn(3, 4), torch.randn(3, 4)
+    fn = GraphFunction(graph_of(f, w, g), defer_views=True)
+    assert [kind for kind, _ in fn.output_refs] == ["value"]
+    mutated, outs = run(fn, (w, g))
+    torch.testing.assert_close(outs[0], (w - g).t())

@@ -4,10 +4,13 @@
 and returns its results as XLA tensors. The graph is lowered once (`fx_lowering`) and
 compiled with `jax.jit` at the first call, for the arguments' device; after that a call
 reads the arguments' buffers, runs the program and wraps its outputs: no op is traced.
-Arguments still pending on the lazy path are materialised first, so compiled and lazy code
-mix. Inputs the graph writes (`copy_`: an optimizer step, batch norm's running statistics)
+Arguments still pending on the lazy path are computed inside the program when their graph
+is small (a view the graph before left lazy, the backward's seed `ones_like(loss)`), else
+materialised first, so compiled and lazy code mix. Inputs the graph writes (`copy_`: an optimizer step, batch norm's running statistics)
 get their new values, and their old buffers are donated to the program when no other
-tensor holds them (one copy of the model).
+tensor holds them (one copy of the model). A CPU scalar the graph writes from CPU scalars
+only (an optimizer's step count) gets its new value computed on the host, by the graph's
+own ops: reading it back from the device would wait for the program at every step.
 
 Graphs with symbolic sizes are compiled once per set of concrete sizes. A graph that cannot
 be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, counted as
@@ -22,16 +25,21 @@ import jax
 import jax.numpy as jnp
 import torch
 from jax.sharding import SingleDeviceSharding
+from torch._subclasses.functional_tensor import FunctionalTensor
+from torch.utils import _pytree as pytree
 
-from .. import debug, metrics, rng, runtime
-from ..execution import from_cpu, materialize, to_cpu
+from .. import compiler, debug, metrics, rng, runtime
+from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
 from ..frames import run_without_dynamo
-from ..ir import Value
+from ..ir import Node, Value
 from ..tensor import XLATensor, live_tensors, to_functional, unwrap, wrap
 from . import decompose
-from .fx_lowering import GraphFunction, Unsupported
+from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 
 _programs = {}  # structural key -> compiled program, shared by identical graphs
+# Pending arguments whose graph has at most this many ops are computed inside the program
+# (recomputed if something else reads them later); larger ones are materialised first.
+_FUSED_OPS = 16
 
 
 def compile_graph(gm: torch.fx.GraphModule, args) -> "CompiledGraph":
@@ -57,7 +65,7 @@ class CompiledGraph:
 
     def _make_plan(self, prepare, *prepare_args):
         try:
-            return _Plan(GraphFunction(prepare(*prepare_args)))
+            return _Plan(GraphFunction(prepare(*prepare_args), defer_views=True))
         except Unsupported as e:
             self.lazy = str(e)
             return None
@@ -93,30 +101,40 @@ class _Plan:
         self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
         self.programs = {}  # device -> compiled program
         self.key = None if fn.has_tensor_constants else (fn.gm.code, tuple(self.avals))
+        # mutated input -> the graph's nodes computing its new value on the host, in order
+        self.on_host = {i: (nodes, src) for i, src in zip(self.mutated, fn.written_from)
+                        if (nodes := _host_nodes(src, fn)) is not None}
 
     def run(self, args):
         values = [_input_value(args[i]) for i in self.tensor_args]
         device = _device_of(values)
         values = [from_cpu(v, device) if isinstance(v, torch.Tensor) else v for v in values]
-        pending = [v for v in values if v.node is not None]
-        if pending:
-            materialize(pending)
-        program = self.programs.get(device)
+        fused = self._fuse_pending(values, device)
+        layout = None if fused is None else fused[1]
+        program = self.programs.get((device, layout))
         if program is None:
-            program = self.programs[device] = self._compile(values, device)
+            program = self.programs[(device, layout)] = self._compile(values, device, fused)
         seeds = tuple(rng.next_seed(device) for _ in range(self.fn.n_rng))
         free = self._donatable(values, device)
         args_d = tuple(values[i].data if i in free else jnp.copy(values[i].data) for i in self.mutated)
-        args_k = tuple(values[i].data for i in self.kept)
+        args_k = tuple(values[i].data for i in self.kept if values[i].node is None)
+        lazy_args = () if fused is None else fused[0].args[1:]
         start = time.perf_counter_ns()
-        mutated, outs = program(args_d, args_k, seeds)
+        mutated, outs = program(args_d, args_k, seeds, lazy_args)
         metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
         metrics.count("DynamoExecute")
+        on_host = {i: self._host_value(i, args) for i in self.on_host
+                   if not isinstance(args[self.tensor_args[i]], XLATensor)
+                   and args[self.tensor_args[i]].device.type == "cpu"}
         written = {}
         for i, data in zip(self.mutated, mutated):
             shape, dtype = self.avals[i]
             written[i] = Value(shape, dtype, device, data=data)
-            _write_back(args[self.tensor_args[i]], written[i])
+            if i in on_host:
+                with torch.no_grad():
+                    args[self.tensor_args[i]].copy_(on_host[i])
+            else:
+                _write_back(args[self.tensor_args[i]], written[i])
         if written:
             self._record_owners(written, device)
         results = []
@@ -126,9 +144,38 @@ class _Plan:
                 results.append(to_functional(wrap(Value(shape, dtype, device, data=outs[x]))))
             elif kind == "input":
                 results.append(args[self.tensor_args[x]])
+            elif kind == "alias":
+                results.append(to_functional(wrap(values[x])))
+            elif kind == "view":
+                results.append(to_functional(wrap(_lazy_view(values[x[0]], x[1], device))))
             else:
                 results.append(x)
         return results
+
+    def _host_value(self, i, args):
+        """The new value of mutated input `i` (a CPU scalar), computed on the host from the
+        inputs' values before the write."""
+        nodes, src = self.on_host[i]
+        env = {node: args[self.tensor_args[pos]] for node, pos in self.fn.input_nodes.items()}
+        for node in nodes:
+            env[node] = node.target(*fill_nodes(node.args, env), **fill_nodes(node.kwargs, env))
+        return env[src]
+
+    def _fuse_pending(self, values, device):
+        """(walk, layout) computing the pending arguments inside the program, or None when
+        none is pending; arguments whose graph is too large for that (or that the graph
+        writes, or that carry deferred value checks) are materialised here instead."""
+        pending = [i for i, v in enumerate(values) if v.node is not None]
+        if not pending:
+            return None
+        if not (set(pending) & set(self.mutated)) and not has_deferred_checks(device) \
+                and not runtime.is_spmd():
+            w = compiler.walk([values[i] for i in pending])
+            if len(w.order) <= _FUSED_OPS and not w.collective:
+                root = {id(v): k for k, v in enumerate(w.roots)}
+                return w, (w.key, tuple((i, root[id(values[i])]) for i in pending))
+        materialize([values[i] for i in pending])
+        return None
 
     def _record_owners(self, written, device):
         """The XLATensors holding each written value right after the write: the input's own
@@ -159,8 +206,8 @@ class _Plan:
         return {i for i in self.mutated if i in self.owners and id(values[i].data) not in foreign
                 and inputs[id(values[i].data)] == 1}
 
-    def _compile(self, values, device):
-        key = None if self.key is None else (self.key, device)
+    def _compile(self, values, device, fused):
+        key = None if self.key is None else (self.key, device, None if fused is None else fused[1])
         program = _programs.get(key) if key is not None else None
         if program is not None:
             metrics.count("CachedCompile")
@@ -168,36 +215,83 @@ class _Plan:
         metrics.count("UncachedCompile")
         metrics.count("DynamoCompile")
         start = time.perf_counter_ns()
-        fn, n, donated, kept = self.fn, len(values), self.mutated, self.kept
-        leaf_of = {i: k for k, i in enumerate(donated + kept)}  # input -> argument
+        fn, n, donated = self.fn, len(values), self.mutated
+        buffers = [i for i in self.kept if values[i].node is None]
+        lazy = None if fused is None else fused[0].program
+        computed = {} if fused is None else dict(fused[1][1])  # input -> root of the walk
+        leaf_of = {i: k for k, i in enumerate(donated + buffers)}  # input -> argument
 
-        def program_fn(donated_bufs, kept_bufs, seeds):
+        def program_fn(donated_bufs, kept_bufs, seeds, lazy_args):
             leaves = donated_bufs + kept_bufs
-            return fn(tuple(leaves[leaf_of[i]] for i in range(n)), seeds)
+            roots = lazy.run_traced((), *lazy_args) if lazy is not None else ()
+            inputs = tuple(roots[computed[i]] if i in computed else leaves[leaf_of[i]] for i in range(n))
+            return fn(inputs, seeds)
 
         placement = SingleDeviceSharding(runtime.jax_device(device))
         jitted = jax.jit(program_fn, donate_argnums=(0,) if donated else (), out_shardings=placement)
         seeds = tuple(0 for _ in range(fn.n_rng))
+        lazy_args = () if fused is None else fused[0].args[1:]
         compiled = jitted.lower(tuple(values[i].data for i in donated),
-                                tuple(values[i].data for i in kept), seeds).compile()
+                                tuple(values[i].data for i in buffers), seeds, lazy_args).compile()
         metrics.sample("CompileTime", time.perf_counter_ns() - start)
         if debug.enabled():
             print(f"[PT_XLA_DEBUG] compiled a captured graph of {fn.n_ops} ops "
-                  f"({len(values)} inputs, {len(donated)} donated)", flush=True)
+                  f"({len(values)} inputs, {len(donated)} donated, "
+                  f"{len(computed)} computed inside from the lazy graph)", flush=True)
         if key is not None:
             _programs[key] = compiled
         return compiled
 
 
+def _lazy_view(value, steps, device):
+    """`value` seen through view ops, recorded lazily (computed by the program that reads it)."""
+    for lowering, template, scalars, avals in steps:
+        (shape, dtype), = avals
+        value = Value(shape, dtype, device, node=Node(lowering, template, (value,), scalars, avals))
+    return value
+
+
+def _host_nodes(src, fn, limit=8):
+    """The nodes computing `src` from CPU scalar inputs and numbers only, in order (a
+    handful at most), or None if it needs anything else."""
+    order, seen = [], set()
+
+    def visit(node):
+        if not isinstance(node, torch.fx.Node) or node in seen:
+            return True
+        seen.add(node)
+        val = node.meta.get("val")
+        if node.op == "placeholder":
+            return (node in fn.input_nodes and isinstance(val, torch.Tensor)
+                    and val.device.type == "cpu" and val.dim() == 0)
+        if (node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload)
+                or not isinstance(val, torch.Tensor) or val.device.type != "cpu" or val.dim() != 0):
+            return False
+        if not all(visit(a) for a in pytree.tree_leaves((node.args, node.kwargs))):
+            return False
+        order.append(node)
+        return len(order) <= limit
+    return order if visit(src) else None
+
+
 def _input_value(t):
-    if isinstance(t, XLATensor):
+    if type(t) is XLATensor:
         return t._value
+    if _is_functional(t) and not isinstance(t, FunctionalTensor):
+        _sync(t)  # torch._sync without its Python layer (for C++ functional wrappers)
+        inner = _from_functional(t)
+        if type(inner) is XLATensor:
+            return inner._value
     if t.device.type == "xla":
         return unwrap(t)._value
     if t.dim() == 0:
         return t  # a CPU scalar tensor meets tensors on any device, as in PyTorch
     raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
                        f"devices, xla:0 and {t.device}!")
+
+
+_is_functional, _sync, _from_functional = (torch._is_functional_tensor, torch._functionalize_sync,
+                                           torch._from_functional_tensor)
 
 
 def _device_of(values):
@@ -227,8 +321,8 @@ def _read_by_pending(live):
 
 
 def _write_back(t, value):
-    """Gives tensor `t` (an input the graph wrote) its new value. A CPU scalar (an
-    optimizer's step count) gets it from the device, which waits for the program."""
+    """Gives tensor `t` (an input the graph wrote) its new value. A CPU scalar computed
+    from device values gets it from the device, which waits for the program."""
     if isinstance(t, XLATensor):
         t._value = value
         return
@@ -238,4 +332,4 @@ def _write_back(t, value):
         return
     torch._functionalize_replace(t, wrap(value))
     torch._functionalize_commit_update(t)
-    torch._sync(t)
+    _sync(t)

@@ -27,18 +27,23 @@ def _decompositions():
     return {op: fn for op, fn in decomposition_table.items() if not handled(op)}
 
 
-def decompose_exported(ep):
+def decompose_exported(ep, kept_namespaces=frozenset()):
     """`ep` (an ExportedProgram) decomposed down to ops with lowerings: torch.export's own
     decompositions (down to core ATen), less those of ops lowered as they are, plus
     PyTorch's others for ops without a lowering; composite ops torch.export keeps (they
-    have no entry in its table) are decomposed too when they have no lowering."""
+    have no entry in its table) are decomposed too when they have no lowering. Ops of the
+    namespaces in `kept_namespaces` stay as they are (they become custom calls)."""
     table = _export_table()
+    for op in list(table):
+        if getattr(op, "namespace", None) in kept_namespaces:
+            table.pop(op)
     while True:
         # effect tokens order side effects (linalg's error checks) between ops: one program
         # runs its ops in data order and raises nothing, so they go
         done = _remove_effect_tokens(ep.run_decompositions(table))
         kept = {n.target for n in done.graph_module.graph.nodes if n.op == "call_function"
-                and not handled(n.target) and _composite(n.target) and n.target not in table}
+                and not handled(n.target) and _composite(n.target) and n.target not in table
+                and getattr(n.target, "namespace", None) not in kept_namespaces}
         if not kept:
             return done
         table.update({op: _get_decomp_for_cia(op) for op in kept})

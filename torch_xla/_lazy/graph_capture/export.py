@@ -4,15 +4,20 @@
 decompositions, less those of ops lowered as they are), lowers its graph with
 `fx_lowering` and exports the jax function with `jax.export`: StableHLO text, portable
 bytecode, and a `Module` that runs it and serializes it in jax's form, which runs again
-without the model's code (`Module.load`). The module's inputs are the graph's tensor inputs in order: the
-program's state (parameters, buffers, constant tensors, by name) and the user's inputs
-(by position), and one int64 seed per random op. Its outputs are the user outputs; the
-program's writes to its buffers are left out, as torch_xla does. Dimensions marked dynamic
-in torch.export are symbolic dimensions of the module.
+without the model's code (`Module.load`). The module's inputs are the graph's tensor
+inputs in order: the program's state (parameters, buffers, constant tensors, by name) and
+the user's inputs (by position), one int64 seed per random op, and the lifted constants if
+asked for. Its outputs are the user outputs; the program's writes to its buffers are left
+out, as torch_xla does. Dimensions marked dynamic in torch.export are symbolic dimensions
+of the module.
 """
+import json
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import torch
+from torch._export.serde.serialize import GraphModuleSerializer
 from jaxlib.mlir.dialects import stablehlo as hlo
 
 from .. import metrics, rng, runtime
@@ -29,13 +34,15 @@ class ExportedGraph:
     """The StableHLO module of a program and what its inputs are.
 
     `input_locations`: per module input, ('parameter', state name), ('input_arg', position
-    among the user's flattened inputs) or ('seed', k). `state`: the program's state tensors
+    among the user's flattened inputs), ('seed', k) or ('constant', k) (`constants[k]`, a
+    NumPy scalar). `state`: the program's state tensors
     by name (CPU). `input_avals`/`output_avals`: (shape, dtype name, dynamic dimensions).
     """
 
     def __init__(self, exported, input_locations, state, input_avals, output_avals,
-                 unused_inputs, in_spec, out_spec):
+                 unused_inputs, in_spec, out_spec, constants=()):
         self.exported = exported
+        self.constants = list(constants)
         self.input_locations = input_locations
         self.state = state
         self.input_avals = input_avals
@@ -60,14 +67,19 @@ class ExportedGraph:
         return Module(self.exported)
 
 
-def export_program(ep, platforms=None) -> ExportedGraph:
+def export_program(ep, platforms=None, inline_constants=True, custom_calls=frozenset(),
+                   node_metadata=False) -> ExportedGraph:
     """`ep` (a `torch.export.ExportedProgram`) as a StableHLO module for `platforms`
-    (default: the XLA devices' platform)."""
-    ep = decompose_exported(ep)
+    (default: the XLA devices' platform). Without `inline_constants`, Scalar arguments
+    other than 0 and 1 are inputs of the module (`constants`); ops of the namespaces in
+    `custom_calls` are `stablehlo.custom_call`s; with `node_metadata`, each op's location
+    names the fx node it comes from (its metadata as JSON, as torch.export serializes it)."""
+    ep = decompose_exported(ep, kept_namespaces=custom_calls)
     gm, signature = ep.graph_module, ep.graph_signature
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     symbols = _symbols(placeholders)
-    fn = GraphFunction(gm, symbols=symbols)
+    fn = GraphFunction(gm, symbols=symbols, lift_scalars=not inline_constants,
+                       custom_calls=custom_calls, scopes=_metadata(ep) if node_metadata else None)
     if fn.mutated_inputs:
         raise Unsupported([f"copy_ into an input of the exported program ({len(fn.mutated_inputs)})"])
     state = {**dict(ep.named_parameters()), **dict(ep.named_buffers()), **ep.constants}
@@ -88,6 +100,9 @@ def export_program(ep, platforms=None) -> ExportedGraph:
         avals.append(_signature(node.meta["val"]))
     locations += [("seed", k) for k in range(fn.n_rng)]
     avals += [((), "int64", [])] * fn.n_rng
+    constants = [np.asarray(jnp.asarray(c)) for c in fn.constants]
+    locations += [("constant", k) for k in range(len(constants))]
+    avals += [((), str(c.dtype), []) for c in constants]
     used = {p for kind, p in locations if kind == "input_arg"}
     unused = [i for i in range(user_position) if i not in used]
     user_outputs = [i for i, spec in enumerate(signature.output_specs)
@@ -98,15 +113,18 @@ def export_program(ep, platforms=None) -> ExportedGraph:
     n_inputs = len(fn.input_avals)
 
     def module(*flat):
-        inputs, seeds = flat[:n_inputs], flat[n_inputs:]
-        _, outs = fn(inputs, seeds)
+        inputs, params = flat[:n_inputs], flat[n_inputs:]  # params: seeds, then constants
+        _, outs = fn(inputs, params)
         return tuple(outs[x] if kind == "value" else inputs[x] for kind, x in refs)
 
     specs = [jax.ShapeDtypeStruct(shape, runtime.to_jax_dtype(dtype)) for shape, dtype in fn.input_avals]
     specs += [jax.ShapeDtypeStruct((), np.int64)] * fn.n_rng
+    # weakly typed, as the Python numbers they stand for (`x_f16 * 2.5` stays float16)
+    specs += [jax.ShapeDtypeStruct((), c.dtype, weak_type=True) for c in constants]
     platforms = platforms or (runtime.jax_device(0).platform,)
+    checks = [jax.export.DisabledSafetyCheck.custom_call(name) for name in sorted(fn.custom_call_targets)]
     try:
-        exported = jax.export.export(jax.jit(module), platforms=platforms)(*specs)
+        exported = jax.export.export(jax.jit(module), platforms=platforms, disabled_checks=checks)(*specs)
     except ValueError as e:
         if "custom calls whose targets have no compatibility guarantees" not in str(e):
             raise
@@ -117,7 +135,15 @@ def export_program(ep, platforms=None) -> ExportedGraph:
     state = {name: t.detach().cpu() for name, t in state.items()
              if ("parameter", name) in locations}
     return ExportedGraph(exported, locations, state, avals, outputs, unused,
-                         ep.call_spec.in_spec, ep.call_spec.out_spec)
+                         ep.call_spec.in_spec, ep.call_spec.out_spec, constants)
+
+
+def _metadata(ep):
+    """fx node -> its metadata as torch.export serializes it (stack trace, module stack,
+    source function), as JSON."""
+    serializer = GraphModuleSerializer(ep.graph_signature, ep.module_call_graph)
+    return {node: json.dumps(serializer.serialize_metadata(node)) for node in ep.graph.nodes
+            if node.op == "call_function"}
 
 
 def _symbols(placeholders):

@@ -16,9 +16,11 @@ depends on values, a read of a value by the host, a collective, a copy to the CP
 import functools
 import operator
 
+import jax
 import jax.numpy as jnp
 import torch
 from torch import fx
+from torch.utils import _pytree as pytree
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from .. import runtime
@@ -52,6 +54,8 @@ _NO_VALUE = {aten._assert_tensor_metadata.default, aten._assert_scalar.default,
 _EVAL_BATCH_NORMS = {aten._native_batch_norm_legit_no_training.default,
                      aten.native_batch_norm.default,
                      aten._native_batch_norm_legit_functional.default}
+# Ops whose meta kernel shapes outputs for the CPU unlike for other devices.
+_DEVICE_SHAPED = {aten._embedding_bag.default, aten._embedding_bag_forward_only.default}
 _SIZES = {aten.sym_size.int: lambda x, d: x.shape[d], aten.sym_numel.default: lambda x: x.size,
           aten.sym_storage_offset.default: lambda x: 0}
 # Python arithmetic on sizes (graphs with symbolic shapes).
@@ -116,6 +120,11 @@ def _sympy_to_jax(expr, symbols):
     raise Unsupported([f"symbolic size {expr}"])
 
 
+def _jax_aval(aval):
+    shape, dtype = aval
+    return shape, runtime.to_jax_dtype(dtype)
+
+
 def _cast_to(x, aval):
     shape, dtype = aval
     x = x.astype(runtime.to_jax_dtype(dtype))
@@ -136,23 +145,42 @@ class GraphFunction:
 
     `inputs` are the values of the graph's tensor placeholders (`tensor_inputs`: their
     positions among all placeholders; the others are constants of the graph), `seeds` one
-    integer per random op (`n_rng`). `mutated` holds the new values of the inputs that
+    integer per random op (`n_rng`), then the lifted scalars if any. `mutated` holds the new values of the inputs that
     `copy_` writes (`mutated_inputs`: their positions among the tensor inputs); `outputs`
     the graph's tensor outputs computed inside (`output_avals`). `output_refs` rebuilds
     the graph's output list: ('value', k) output k, ('input', i) tensor input i unchanged,
-    ('const', v) a Python value, v None for None.
+    ('alias', i) a new tensor with the value of input i (a detach or clone of an input the
+    graph does not write), ('const', v) a Python value, v None for None. Outputs that alias
+    one value (`x` and `x.detach()`) are one output of the function, not copies.
+
+    With `defer_views`, an output that is a chain of view ops on an input the graph does not
+    write (AOTAutograd saves `t(weight)` for the backward) is not computed inside either:
+    ('view', (i, steps)), each step `(lowering, template, scalars, avals)` to apply to input
+    i's value lazily, so that the program reading it folds the view into its own ops
+    instead of this one writing a transposed copy of the weight.
 
     `symbols` maps the names of symbolic sizes (torch.export's dynamic dimensions) to jax's
     symbolic dimensions; without it every size must be concrete.
+
+    For StableHLO export: with `lift_scalars`, the Scalar arguments of ops other than 0 and
+    1 are parameters of the function (`constants`, their values; passed after the seeds)
+    instead of constants inlined in it. Ops of the namespaces in `custom_calls` become
+    `stablehlo.custom_call`s named after the op (`custom_call_targets`). `scopes` maps fx
+    nodes to a name the ops lowered from them carry in their locations.
     """
 
-    def __init__(self, gm: fx.GraphModule, symbols=None):
+    def __init__(self, gm: fx.GraphModule, symbols=None, defer_views=False, lift_scalars=False,
+                 custom_calls=frozenset(), scopes=None):
         self.gm = gm
         self.symbols = symbols
+        self.defer_views = defer_views
+        self.lift_scalars, self.custom_calls, self.scopes = lift_scalars, custom_calls, scopes or {}
+        self.constants, self.custom_call_targets = [], set()
         self.input_avals, self.tensor_inputs, self.output_refs, self.output_avals = [], [], [], []
         self.n_rng = 0
         self.has_tensor_constants = False
         self._placeholders = {}   # fx node -> tensor input position
+        self.input_nodes = self._placeholders
         self._constants = {}      # fx node -> Python value or jax array
         self._steps, unsupported = [], []
         self._mutations = []      # (tensor input position, fx node of the new value)
@@ -178,6 +206,7 @@ class GraphFunction:
         if unsupported:
             raise Unsupported(unsupported)
         self.mutated_inputs = [i for i, _ in self._mutations]
+        self.written_from = [n.args[1] for _, n in self._mutations]  # the new values' nodes
         self.n_ops = len(self._steps)
 
     # ---- reading the graph ---------------------------------------------------------------
@@ -205,17 +234,41 @@ class GraphFunction:
 
     def _outputs(self, node):
         (results,) = node.args
+        written = {i for i, _ in self._mutations}
+        computed = {}  # fx node -> its position among the function's outputs
         for r in (results if isinstance(results, (tuple, list)) else (results,)):
             if isinstance(r, fx.Node) and r in self._placeholders:
                 self.output_refs.append(("input", self._placeholders[r]))
             elif isinstance(r, fx.Node) and isinstance(r.meta.get("val"), torch.Tensor):
-                self.output_refs.append(("value", len(self._output_nodes)))
-                self._output_nodes.append(r)
-                self.output_avals.append(aval_of(r.meta["val"], self.symbols))
+                source = _alias_source(r)
+                view = self._deferred_view(source, written) if self.defer_views else None
+                if source in self._placeholders and self._placeholders[source] not in written:
+                    self.output_refs.append(("alias", self._placeholders[source]))
+                elif view is not None:
+                    self.output_refs.append(("view", view))
+                else:
+                    if source not in computed:
+                        computed[source] = len(self._output_nodes)
+                        self._output_nodes.append(source)
+                        self.output_avals.append(aval_of(r.meta["val"], self.symbols))
+                    self.output_refs.append(("value", computed[source]))
             elif isinstance(r, fx.Node):
                 self.output_refs.append(("const", self._static_value(r)))
             else:
                 self.output_refs.append(("const", r))
+
+    def _deferred_view(self, node, written):
+        """(input position, steps) if `node` is a chain of view ops on an input the graph
+        does not write, else None."""
+        steps = []
+        while node not in self._placeholders:
+            view = _view_step(node, self.symbols)
+            if view is None:
+                return None
+            steps.append(view)
+            node = _alias_source(node.args[0])
+        position = self._placeholders[node]
+        return None if position in written else (position, tuple(reversed(steps)))
 
     def _static_value(self, node):
         """A non-tensor output (a size): computed on the graph's avals."""
@@ -230,10 +283,10 @@ class GraphFunction:
             source, index = node.args
             return lambda env, seeds: env[source][index]
         if op in _PYTHON_OPS:
-            return lambda env, seeds: op(*_fill(node.args, env), **_fill(node.kwargs, env))
+            return lambda env, seeds: op(*fill_nodes(node.args, env), **fill_nodes(node.kwargs, env))
         if op in _SIZES:
             size = _SIZES[op]
-            return lambda env, seeds: size(*_fill(node.args, env))
+            return lambda env, seeds: size(*fill_nodes(node.args, env))
         if op in _NO_VALUE:
             return lambda env, seeds: None
         if op in _ALIASES:
@@ -243,6 +296,8 @@ class GraphFunction:
             return self._plan_copy(node)
         if op is aten._to_copy.default:
             return self._plan_to_copy(node)
+        if isinstance(op, torch._ops.OpOverload) and op.namespace in self.custom_calls:
+            return self._plan_custom_call(node)
         lowering = lookup(op) or lookup(_copy_variant(op))
         if lowering is None:
             raise Unsupported([str(op)])
@@ -256,14 +311,17 @@ class GraphFunction:
                       if v is not None)
         if op in _EVAL_BATCH_NORMS and not _training(node):
             return self._plan_eval_batch_norm(node, lowering, avals)
+        if op in _DEVICE_SHAPED:
+            return self._plan_device_shaped(node, lowering, avals)
         template, in_nodes, scalars = _encode(op, node.args, node.kwargs, not lowering.static_scalars)
+        scalar_values = self._scalar_values(scalars)
         structure = node.meta["val"]
         rng = self.n_rng if lowering.rng else None
         self.n_rng += bool(lowering.rng)
 
         def run(env, seeds):
             inputs = [env[n] for n in in_nodes]
-            values = [jnp.asarray(s) for s in scalars]
+            values = scalar_values(seeds)
             if rng is not None:
                 values.append(seeds[rng])
             out = call_lowering(lowering, template, inputs, values, avals)
@@ -296,13 +354,68 @@ class GraphFunction:
         engine gives them, and PyTorch's kernels)."""
         template, in_nodes, scalars = _encode(node.target, node.args, node.kwargs,
                                               not lowering.static_scalars)
+        scalar_values = self._scalar_values(scalars)
         first = avals[:1]
 
         def run(env, seeds):
             inputs = [env[n] for n in in_nodes]
-            out = call_lowering(lowering, template, inputs, [jnp.asarray(s) for s in scalars], first)
+            out = call_lowering(lowering, template, inputs, scalar_values(seeds), first)
             rest = [jnp.zeros(s, runtime.to_jax_dtype(d)) for s, d in avals[1:]]
             return (out[0], *rest)
+        return run
+
+    def _plan_device_shaped(self, node, lowering, avals):
+        """An op whose auxiliary outputs PyTorch shapes differently on the CPU (embedding
+        bags: `offset2bag`, `max_indices`), in a graph traced on CPU tensors (torch.export):
+        the lowering gives the other devices' shapes; an output shaped otherwise in the graph
+        is zeros of its shape if nothing reads it, else the graph cannot be one program."""
+        device_avals = _meta_avals(node)
+        read = {u.args[1] for u in node.users if u.target is operator.getitem}
+        for k, (a, d) in enumerate(zip(avals, device_avals)):
+            if a != d and k in read:
+                raise Unsupported([f"{node.target} (output {k} is shaped for the CPU kernel)"])
+        template, in_nodes, scalars = _encode(node.target, node.args, node.kwargs,
+                                              not lowering.static_scalars)
+        scalar_values = self._scalar_values(scalars)
+
+        def run(env, seeds):
+            inputs = [env[n] for n in in_nodes]
+            out = call_lowering(lowering, template, inputs, scalar_values(seeds), device_avals)
+            return tuple(o if a == d else jnp.zeros(a[0], runtime.to_jax_dtype(a[1]))
+                         for o, a, d in zip(out, avals, device_avals))
+        return run
+
+    def _scalar_values(self, scalars):
+        """A node's Scalar arguments as jax values, from the call's parameters: inline
+        constants, or (with `lift_scalars`) parameters after the seeds, except 0 and 1."""
+        slots = []
+        for value in scalars:
+            if self.lift_scalars and type(value) is not bool and value not in (0, 1):
+                slots.append(len(self.constants))
+                self.constants.append(value)
+            else:
+                slots.append(None)
+        if all(k is None for k in slots):
+            return lambda params: [jnp.asarray(v) for v in scalars]
+        return lambda params: [jnp.asarray(v) if k is None else params[self.n_rng + k]
+                               for v, k in zip(scalars, slots)]
+
+    def _plan_custom_call(self, node):
+        """An op kept as `stablehlo.custom_call @<op>` on its tensor arguments, with the
+        node's output shapes (the op's other arguments are left out, as torch_xla does)."""
+        name = str(node.target)
+        in_nodes = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, fx.Node)]
+        val = node.meta["val"]
+        outs = val if isinstance(val, (tuple, list)) else (val,)
+        if not all(isinstance(v, torch.Tensor) for v in outs):
+            raise Unsupported([f"{name} (a custom call with outputs that are not tensors)"])
+        results = [jax.ShapeDtypeStruct(*_jax_aval(aval_of(v, self.symbols))) for v in outs]
+        self.custom_call_targets.add(name)
+        call = jax.ffi.ffi_call(name, results)
+
+        def run(env, seeds):
+            out = call(*[env[n] for n in in_nodes])
+            return tuple(out) if isinstance(val, (tuple, list)) else out[0]
         return run
 
     # ---- the jax function ------------------------------------------------------------------
@@ -312,9 +425,63 @@ class GraphFunction:
         for node, pos in self._placeholders.items():
             env[node] = inputs[pos]
         for step in self._steps:
-            env[step.node] = step.run(env, seeds)
+            scope = self.scopes.get(step.node)
+            if scope is None:
+                env[step.node] = step.run(env, seeds)
+            else:
+                with jax.named_scope(scope):
+                    env[step.node] = step.run(env, seeds)
         mutated = tuple(env[n] for _, n in self._mutations)
         return mutated, tuple(env[n] for n in self._output_nodes)
+
+
+def _alias_source(node):
+    """The node whose value `node` has (through detach, alias, clone)."""
+    while isinstance(node, fx.Node) and node.op == "call_function" and node.target in _ALIASES:
+        node = node.args[0]
+    return node
+
+
+def _view_step(node, symbols):
+    """`node` as a lazy op on its one tensor input (lowering, template, scalars, avals), if
+    it is a view op (one with a `_copy` form, as the lazy path records views) or that form."""
+    if not (isinstance(node, fx.Node) and node.op == "call_function"):
+        return None
+    lowering = lookup(_copy_variant(node.target)) or (lookup(node.target) if _is_view_copy(node.target) else None)
+    if lowering is None or lowering.dynamic_shape or lowering.rng or lowering.collective:
+        return None
+    template, in_nodes, scalars = _encode(node.target, node.args, node.kwargs, not lowering.static_scalars)
+    val = node.meta.get("val")
+    if len(in_nodes) != 1 or in_nodes[0] is not node.args[0] or not isinstance(val, torch.Tensor):
+        return None
+    try:
+        aval = aval_of(val, symbols)
+    except Unsupported:
+        return None
+    return lowering, template, tuple(scalars), (aval,)
+
+
+def _meta_avals(node):
+    """The output avals of `node`'s op on meta tensors (PyTorch's shapes for devices other
+    than the CPU)."""
+    def meta(a):
+        if isinstance(a, fx.Node):
+            v = a.meta["val"]
+            if not all(isinstance(d, int) for d in v.shape):
+                raise Unsupported([f"{node.target} with symbolic sizes"])
+            return torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype, device="meta")
+        return a
+    out = node.target(*[meta(a) for a in node.args], **{k: meta(v) for k, v in node.kwargs.items()})
+    return tuple(aval_of(o) for o in out)
+
+
+def _is_view_copy(op) -> bool:
+    """Whether `op` is the `_copy` form of a view op (`t_copy` of `t`)."""
+    if not isinstance(op, torch._ops.OpOverload) or not op._schema.name.endswith("_copy"):
+        return False
+    packet = getattr(aten, op._schema.name.split("::")[1][:-len("_copy")], None)
+    view = getattr(packet, op._overloadname, None) if packet is not None else None
+    return view is not None and _copy_variant(view) is op
 
 
 def _training(node) -> bool:
@@ -334,13 +501,14 @@ def _check_indices(node):
         raise Unsupported([f"{node.target} with a boolean mask (output shape depends on values)"])
 
 
-def _fill(obj, env):
+def fill_nodes(obj, env):
+    """`obj` (a node's arguments) with each fx node replaced by its value in `env`."""
     if isinstance(obj, fx.Node):
         return env[obj]
     if isinstance(obj, (tuple, list)):
-        return type(obj)(_fill(o, env) for o in obj)
+        return type(obj)(fill_nodes(o, env) for o in obj)
     if isinstance(obj, dict):
-        return {k: _fill(v, env) for k, v in obj.items()}
+        return {k: fill_nodes(v, env) for k, v in obj.items()}
     return obj
 
 
