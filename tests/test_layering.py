@@ -16,7 +16,8 @@ MAX_LINES = 600
 STAGES = (
     ("torch_xla._lazy",),
     ("torch_xla._lazy.device", "torch_xla._lazy.inplace", "torch_xla._lazy.serialization",
-     "torch_xla._lazy.module_conversion", "torch_xla._lazy.packed_sequences"),
+     "torch_xla._lazy.module_conversion", "torch_xla._lazy.packed_sequences",
+     "torch_xla._lazy.out_arguments"),
     ("torch_xla._lazy.engine_ops", "torch_xla._lazy.collectives", "torch_xla._lazy.sharding",
      "torch_xla._lazy.value_checks"),
     ("torch_xla._lazy.dispatch",),
@@ -34,7 +35,7 @@ STAGES = (
     ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.compile_cache",
      "torch_xla._lazy.spmd"),
     ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics", "torch_xla._lazy.caches",
-     "torch_xla._lazy.frames"),
+     "torch_xla._lazy.frames", "torch_xla._lazy.user_code"),
     ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat"),
 )
 ENGINE = "torch_xla._lazy"

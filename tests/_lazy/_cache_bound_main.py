@@ -1,5 +1,5 @@
-"""Run by tests/_lazy/test_compiler.py with small cache bounds: 3,000 small steps over 50
-distinct shapes (30 steps each, the cycle run twice). Prints, every 300 steps, the resident
+"""Run by tests/_lazy/test_compiler.py with small cache bounds: 5,000 small steps over 50
+distinct shapes (50 steps each, the cycle run twice). Prints, every 500 steps, the resident
 memory (MB), the sizes of the caches, the live device arrays and the live compiled
 programs; then the eviction counts, the result and the number of compilations."""
 import gc
@@ -13,7 +13,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from torch_xla._lazy import compiler, dispatch, meta
 
-STEPS, SHAPES, STEPS_PER_SHAPE, EVERY = 3000, 50, 30, 300
+STEPS, SHAPES, STEPS_PER_SHAPE, EVERY = 5000, 50, 50, 500
 
 
 def resident_mb():

@@ -156,7 +156,7 @@ def test_each_program_runs_on_its_tensors_device():
 
 
 def test_caches_are_bounded_and_memory_stays_flat_over_many_shapes():
-    """Small steps over 50 distinct shapes, twice over, with room for 16 programs and 64 op
+    """5,000 small steps over 50 distinct shapes, twice over, with room for 16 programs and 64 op
     shapes: the caches stay within their bounds, evictions are counted, evicted programs
     are freed, and memory stays flat."""
     import json

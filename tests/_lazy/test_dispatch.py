@@ -152,3 +152,10 @@ def test_an_error_is_probed_at_full_size_for_pytorchs_message(dev):
     with pytest.raises(RuntimeError, match=r"\(2x3 and 2x3\)"):
         torch.ones(2, 3, device=dev) @ torch.ones(2, 3, device=dev)
     assert met.counter_value("FullSizeErrorProbe") == 1
+
+
+def test_equal_numbers_of_other_types_give_their_own_dtypes(dev):
+    """3 and 3.0 (True and 1) are equal as cache keys: the dtypes they give stay apart."""
+    for make in (lambda d, n: torch.arange(n, device=d), lambda d, n: torch.full((2,), n, device=d)):
+        for n in (3, 3.0, True, 3):
+            assert make(dev, n).dtype == make("cpu", n).dtype, (make, n)

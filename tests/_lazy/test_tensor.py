@@ -189,14 +189,17 @@ def test_a_device_count_that_cannot_take_effect_is_an_error_naming_the_variable(
     assert "CPU_NUM_DEVICES=3 cannot take effect" in proc.stderr, proc.stderr[-2000:]
 
 
-def test_the_readme_example_then_four_devices():
+@pytest.mark.parametrize("first", ["torch.randn(2, 2, device=xm.xla_device())",
+                                   "torch.randn(2, 2, device='xla')"])
+def test_the_readme_example_then_four_devices(first):
     """The first call creating a tensor on the device starts the runtime with every
-    configured device."""
+    configured device, whether it names the device through xm or as a string."""
     env = dict(os.environ, CPU_NUM_DEVICES="4")
-    script = ("import torch, torch_xla.core.xla_model as xm\n"
-              "t = torch.randn(2, 2, device=xm.xla_device())\n"
-              "print(len(xm.get_xla_supported_devices()), (t + 1).cpu().shape)\n")
+    script = ("import torch, torch_xla, torch_xla.core.xla_model as xm\n"
+              f"t = {first}\n"
+              "t3 = torch.ones(2, device='xla:3') + 1\n"
+              "print(len(xm.get_xla_supported_devices()), (t + 1).cpu().shape, t3.cpu().tolist())\n")
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split()[0] == "4"
+    assert proc.stdout.split() == ["4", "torch.Size([2,", "2])", "[2.0,", "2.0]"]

@@ -1,6 +1,11 @@
 """Run in a subprocess with CPU_NUM_DEVICES=4 (the test process has one device): for 2 and 4
 DataParallel threads, every collective, and training on shards == one device on the batch
-(with the loss read on the host each step too)."""
+(with the loss read on the host each step too); then two DataParallel instances on 2
+devices each, run one after the other and at the same time, each training as it would
+alone."""
+import threading
+
+import pytest
 import torch
 
 import torch_xla.distributed.data_parallel as dp
@@ -25,6 +30,66 @@ def main():
             for got in weights:
                 torch.testing.assert_close(got, expected)
         print(f"ok {n}")
+    two_runs(expected)
+    print("ok two runs")
+
+
+def _train(shards, barrier=None):
+    def loop(model, loader, device, context):
+        context.getattr_or("calls", lambda: [0])[0] += 1
+        if barrier is not None:
+            barrier.wait(timeout=60)  # both runs are under way before either trains
+        return w.train_loop(model, loader, device, read_loss=True), context.calls[0]
+    return loop
+
+
+def two_runs(expected):
+    shards = [w.shard(b, 2, i) for b in w.global_batches() for i in range(2)]
+    first = dp.DataParallel(w._model, device_ids=["xla:0", "xla:1"])
+    second = dp.DataParallel(w._model, device_ids=["xla:2", "xla:3"])
+    # one after the other, interleaved: each instance's own models and contexts
+    for run, calls in ((first, 1), (second, 1), (first, 2)):
+        for weights, n in run(_train(shards), shards):
+            assert n == calls
+            if calls == 1:
+                torch.testing.assert_close(weights, expected)
+    # at the same time, from two threads: each run's collectives meet its own replicas
+    barrier = threading.Barrier(4)
+    fresh = [dp.DataParallel(w._model, device_ids=ids) for ids in (["xla:0", "xla:1"], ["xla:2", "xla:3"])]
+    results = [None, None]
+
+    def drive(k):
+        try:
+            results[k] = fresh[k](_train(shards, barrier), shards)
+        except BaseException as e:  # noqa: BLE001  (checked below)
+            results[k] = e
+            barrier.abort()
+    threads = [threading.Thread(target=drive, args=(k,), daemon=True) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=240)
+        assert not t.is_alive(), "a run hangs"
+    for result in results:
+        assert not isinstance(result, BaseException), repr(result)
+        for weights, _ in result:
+            torch.testing.assert_close(weights, expected)
+    # a device cannot be a replica of two runs at once
+    started, checked = threading.Event(), threading.Event()
+
+    def hold(model, loader, device, context):
+        started.set()
+        checked.wait(timeout=60)
+    holder = threading.Thread(target=lambda: dp.DataParallel(w._model, device_ids=["xla:0", "xla:1"])(hold, [0, 0]),
+                              daemon=True)
+    holder.start()
+    started.wait(timeout=60)
+    try:
+        with pytest.raises(RuntimeError, match=r"xla:\[1\] already run another DataParallel run's replicas"):
+            dp.DataParallel(w._model, device_ids=["xla:1", "xla:2"])(hold, [0, 0])
+    finally:
+        checked.set()
+        holder.join(timeout=60)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python -m tests.opinfo.coverage [--jobs N] [--only REGEX] [--write-expected]
     python -m tests.opinfo.coverage --only REGEX --update [--write-expected]
+    python -m tests.opinfo.coverage --only REGEX --errors-only   (their error inputs only)
     python -m tests.opinfo.coverage --resume                (after an interrupted run)
     python -m tests.opinfo.coverage --from build/opinfo_results.jsonl [--write-expected]
 
@@ -29,30 +30,32 @@ TABLE = os.path.join(ROOT, "OPINFO_COVERAGE.md")
 _TAG = "@@opinfo "
 
 
-def _worker(indices, timeout):
+def _worker(indices, timeout, errors_only):
     from . import catalog, harness
     entries = catalog.entries()
     for i in indices:
         eid, op = entries[i]
-        print(_TAG + json.dumps({"start": i, "dtypes": len(catalog.entry_dtypes(op))}),
-              flush=True)
+        dtypes = [] if errors_only else catalog.entry_dtypes(op)
+        print(_TAG + json.dumps({"start": i, "dtypes": len(dtypes)}), flush=True)
         t = time.time()
-        result = harness.run_entry(op, timeout=timeout)
+        result = harness.run_entry(op, timeout=timeout, dtypes=dtypes)
         result.update(i=i, id=eid, family=catalog.family(op), seconds=round(time.time() - t, 1))
         print(_TAG + json.dumps(result), flush=True)
 
 
 class _Worker:
-    def __init__(self, indices, timeout):
+    def __init__(self, indices, timeout, errors_only=False):
         self.todo = list(indices)
         self.timeout = timeout
+        self.errors_only = errors_only
         self.lines = queue.Queue()
         self.current, self.since, self.allowed = None, time.time(), timeout
         self._start()
 
     def _start(self):
         cmd = [sys.executable, "-m", "tests.opinfo.coverage", "--worker",
-               ",".join(map(str, self.todo)), "--timeout", str(self.timeout)]
+               ",".join(map(str, self.todo)), "--timeout", str(self.timeout)] + \
+            (["--errors-only"] if self.errors_only else [])
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
         self.since = time.time()
@@ -110,21 +113,27 @@ class _Worker:
         dtypes = {catalog.dtype_name(d): {"forward": fail, "backward": fail if d in grads else None}
                   for d in catalog.entry_dtypes(op)}
         return {"i": i, "id": eid, "family": catalog.family(op), "dtypes": dtypes,
-                "errors": None, "seconds": None}
+                "errors": dict(fail, passed=0, total=1, unsupported=0, failures=[why])
+                if self.errors_only else None, "seconds": None}
 
     @property
     def done(self):
         return not self.todo
 
 
-def run(indices, jobs, timeout, path, update=False):
+def run(indices, jobs, timeout, path, update=False, errors_only=False):
     """Results of the entries `indices`, written to `path` as they come (update: the other
-    entries' results already in `path` are kept, and returned too)."""
+    entries' results already in `path` are kept, and returned too; errors_only: only the
+    error inputs of `indices` run, their other results are kept from `path`)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    kept = []
-    if update and os.path.exists(path):
-        kept = [r for r in load(path) if r["i"] not in set(indices)]
-    workers = [_Worker(indices[k::jobs], timeout) for k in range(jobs) if indices[k::jobs]]
+    kept, previous = [], {}
+    if (update or errors_only) and os.path.exists(path):
+        previous = {r["i"]: r for r in load(path)}
+        kept = [r for i, r in previous.items() if i not in set(indices)]
+    if errors_only and not set(indices) <= set(previous):
+        sys.exit(f"--errors-only needs the entries' other results in {path}")
+    workers = [_Worker(indices[k::jobs], timeout, errors_only)
+               for k in range(jobs) if indices[k::jobs]]
     results, start = [], time.time()
     with open(path, "w") as f:
         for r in kept:
@@ -134,6 +143,8 @@ def run(indices, jobs, timeout, path, update=False):
                 if w.done:
                     continue
                 for r in w.poll():
+                    if errors_only:
+                        r = dict(previous[r["i"]], errors=r["errors"])
                     results.append(r)
                     f.write(json.dumps(r) + "\n")
                     f.flush()
@@ -343,11 +354,13 @@ def main(argv=None):
                    help="keep the other entries' results in the results file")
     p.add_argument("--resume", action="store_true",
                    help="run only the entries the results file lacks (an interrupted run)")
+    p.add_argument("--errors-only", action="store_true",
+                   help="run only the entries' error inputs; their other results are kept")
     p.add_argument("--write-expected", action="store_true",
                    help="rewrite tests/opinfo/expected_failures.txt from the results")
     args = p.parse_args(argv)
     if args.worker is not None:
-        return _worker([int(i) for i in args.worker.split(",")], args.timeout)
+        return _worker([int(i) for i in args.worker.split(",")], args.timeout, args.errors_only)
     from . import catalog
     if args.source:
         results = load(args.source)
@@ -356,9 +369,11 @@ def main(argv=None):
         ids = {eid for eid, _ in picked}
         done = {r["i"] for r in load(args.out)} if args.resume and os.path.exists(args.out) \
             else set()
-        indices = [i for i, (eid, _) in enumerate(catalog.entries())
-                   if eid in ids and (not args.only or re.search(args.only, eid)) and i not in done]
-        results = run(indices, args.jobs, args.timeout, args.out, args.update or args.resume)
+        indices = [i for i, (eid, op) in enumerate(catalog.entries())
+                   if eid in ids and (not args.only or re.search(args.only, eid)) and i not in done
+                   and (not args.errors_only or op.error_inputs_func is not None)]
+        results = run(indices, args.jobs, args.timeout, args.out, args.update or args.resume,
+                      args.errors_only)
     full = len({r["i"] for r in results}) == len(catalog.entries())
     text = report(results)
     print(text)

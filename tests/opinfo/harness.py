@@ -51,17 +51,27 @@ def _device():
 
 
 def _to_device(tree, dev):
+    copies = {}  # id(CPU tensor) -> (it, its device copy): what the CPU shares stays shared
+
+    def copy(x):
+        if id(x) not in copies:
+            copies[id(x)] = (x, x.detach().to(dev).requires_grad_(x.requires_grad))
+        return copies[id(x)][1]
+
     def move(x):
         if isinstance(x, torch.Tensor) and x.device.type == "cpu":  # (meta ones stay meta)
+            if id(x) in copies:  # the same tensor twice (an out= argument that is an input)
+                return copies[id(x)][1]
             base = x._base
             if base is not None and not base.requires_grad and \
                     (x.is_conj(), x.is_neg()) == (base.is_conj(), base.is_neg()):
-                # a view of a larger storage (as_strided's partial views see it): the same
-                # view of a device copy of the base (a conjugate or negative view is copied
-                # with its values resolved)
-                y = base.detach().to(dev).as_strided(x.shape, x.stride(), x.storage_offset())
-                return y.requires_grad_(x.requires_grad)
-            return x.detach().to(dev).requires_grad_(x.requires_grad)
+                # a view of a larger storage (as_strided's partial views see it; views of
+                # one base overlap as on the CPU): the same view of the device copy of the
+                # base (a conjugate or negative view is copied with its values resolved)
+                y = copy(base).as_strided(x.shape, x.stride(), x.storage_offset())
+                copies[id(x)] = (x, y.requires_grad_(x.requires_grad))
+                return y
+            return copy(x)
         if isinstance(x, torch.device) and x.type == "cpu":
             return dev
         if isinstance(x, str) and x == "cpu":

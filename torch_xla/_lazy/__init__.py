@@ -2,12 +2,12 @@
 
 Importing it installs the engine into PyTorch: the ops with engine meaning into the
 dispatch entry, the XLA device's hooks, the fast in-place kernels, torch.save/load, module
-conversion that keeps tied weights tied, packed sequences, and the configuration of
-PyTorch's `openxla` dynamo backend.
+conversion that keeps tied weights tied, packed sequences, the CPU's checks of `out=`
+arguments, and the configuration of PyTorch's `openxla` dynamo backend.
 """
 # engine_ops registers itself on import
-from . import (device, engine_ops, inplace, module_conversion, packed_sequences,  # noqa: F401
-               serialization)
+from . import (device, engine_ops, inplace, module_conversion, out_arguments,  # noqa: F401
+               packed_sequences, serialization)
 from .graph_capture import dynamo_config
 
 device.install()
@@ -16,3 +16,4 @@ serialization.install()
 dynamo_config.install()
 module_conversion.install()
 packed_sequences.install()
+out_arguments.install()

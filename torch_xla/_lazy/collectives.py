@@ -6,6 +6,7 @@ every replica; the graph that holds it runs as one replicated program
 """
 import torch
 
+from . import user_code
 from .ir import In, Node, Value
 from .lowering.collectives import (  # noqa: F401  (the ops xm records)
     ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, REDUCE_SCATTER)
@@ -38,7 +39,7 @@ def apply(op, tensors, avals, **static):
     if len(devices) != 1:
         raise RuntimeError(f"a collective takes tensors on one XLA device, got xla:{sorted(devices)}")
     template = (tuple(In(i) for i in range(len(inner))), tuple(sorted(static.items())))
-    node = Node(op, template, tuple(t._value for t in inner), (), tuple(avals))
+    node = Node(op, template, tuple(t._value for t in inner), (), tuple(avals), user_code.user_line())
     device = devices.pop()
     outs = [wrap(Value(shape, dtype, device, node=node, index=i)) for i, (shape, dtype) in enumerate(avals)]
     # Users hold functional tensors; C++ code below functionalization (DDP's) the inner ones.

@@ -9,26 +9,16 @@ structural keys of its nodes and the shapes of its inputs, the same things the c
 cache key is made of, so a reported difference is one that caused the miss.
 """
 import difflib
-import linecache
 import os
 import sys
-import sysconfig
 
-import jax
-import torch
-
+from . import user_code
 from .ir import format_aval, format_avals
 
 _HISTORY = 32       # programs remembered for comparison
 _SHOWN = 4          # differences listed per kind
 _history = []       # [(number, Signature)]
 _count = [0]
-
-# Code that is not the user's: the engine, PyTorch, jax and the standard library.
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # torch_xla/
-_LIBRARY_DIRS = (_PACKAGE_DIR,) + tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                                        for m in (torch, jax)) + (
-    os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep,)
 
 # Engine functions that run a graph, innermost first: what they say about the cause.
 _TRIGGERS = (
@@ -140,55 +130,12 @@ def cause(sig):
     return lines
 
 
-def _frames():
-    frame = sys._getframe(1)
-    while frame is not None:
-        yield frame
-        frame = frame.f_back
-
-
-def user_location():
-    """The innermost frame of user code on this thread's stack as (path, line number,
-    function), or None when the whole stack is library code (an autograd thread)."""
-    for f in _frames():
-        path = _user_path(f.f_code.co_filename)
-        if path is not None:
-            return path, f.f_lineno, f.f_code.co_name
-    return None
-
-
-def describe_location(location):
-    """`user_location()`'s result as ('file:line in function', source line), or None."""
-    if location is None:
-        return None
-    path, line, function = location
-    return f"{path}:{line} in {function}", linecache.getline(path, line).strip()
-
-
-def user_frame():
-    """The innermost frame of user code on this thread's stack as ('file:line in function',
-    source line), or None when the whole stack is library code (an autograd thread)."""
-    return describe_location(user_location())
-
-
-_user_paths = {}  # a code object's file name -> its absolute path if user code, else None
-
-
-def _user_path(filename):
-    try:
-        return _user_paths[filename]
-    except KeyError:
-        path = os.path.abspath(filename)
-        user = not path.startswith(_LIBRARY_DIRS) and not path.startswith("<")
-        return _user_paths.setdefault(filename, path if user else None)
-
-
 def trigger():
-    """(what made the engine run a graph, the user's frame from `user_frame`)."""
-    names = {f.f_code.co_name for f in _frames()
-             if os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR)}
+    """(what made the engine run a graph, the user's frame from `user_code.user_frame`)."""
+    names = {f.f_code.co_name for f in user_code.frames()
+             if os.path.abspath(f.f_code.co_filename).startswith(user_code.PACKAGE_DIR)}
     why = next((text for name, text in _TRIGGERS if name in names), "tensors were materialised")
-    return why, user_frame()
+    return why, user_code.user_frame()
 
 
 def enabled() -> bool:

@@ -60,7 +60,8 @@ def _encode_call(func, args, kwargs, dynamic):
             return cpu_tensor(obj)
         if t is torch.SymInt:
             obj = int(obj)
-        sig.append(obj)
+        # 3 and 3.0 (and True and 1) are equal keys but give other dtypes: typed in the key
+        sig.append((t, obj) if t in _NUMBER else obj)
         return obj
 
     def cpu_tensor(t):
@@ -109,15 +110,15 @@ def trace(func, lowering, args, kwargs):
         func, args, kwargs, dynamic=not lowering.static_scalars)
     if lowering.dynamic_shape:
         return _run_eagerly(lowering, template, inputs, scalars, device)
-    structure, avals = meta_outputs(func, args, kwargs, sig)
+    structure, avals, origin = meta_outputs(func, args, kwargs, sig)
     if lowering.rng:
         scalars = scalars + (rng.next_seed(device),)
     if structure == "t":
-        node = Node(lowering, template, inputs, scalars, avals)
+        node = Node(lowering, template, inputs, scalars, avals, origin)
         shape, dtype = avals[0]
         return wrap(Value(shape, dtype, device, node, 0))
     present = tuple(a for a in avals if a is not None)
-    node = Node(lowering, template, inputs, scalars, present)
+    node = Node(lowering, template, inputs, scalars, present, origin)
     index = iter(range(len(present)))
     return structure([None if a is None else wrap(Value(a[0], a[1], device, node=node, index=next(index)))
                       for a in avals])

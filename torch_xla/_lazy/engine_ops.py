@@ -5,7 +5,7 @@ ops' argument checks). Each is registered with the dispatch entry by `@engine_op
 """
 import torch
 
-from . import debug, value_checks
+from . import user_code, value_checks
 from .dispatch import dispatch, engine_op, trace
 from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
@@ -76,6 +76,15 @@ def _alias(x, *args, **kwargs):
     return wrap(x._value)
 
 
+@engine_op(aten._has_same_storage_numel.default)
+def _has_same_storage_numel(base, other):
+    """Metadata only (autograd's view replay, `Tensor._view_func`, asks it): an XLA tensor's
+    storage is its own elements (it looks contiguous, with no offset)."""
+    def storage_numel(t):
+        return t.numel() if isinstance(t, XLATensor) else t.untyped_storage().nbytes() // t.itemsize
+    return storage_numel(base) == other.numel()
+
+
 @engine_op(aten.equal.default)
 def _equal(a, b):
     if tuple(a.shape) != tuple(b.shape):
@@ -95,14 +104,15 @@ def _linalg_check_errors(info, api_name, is_matrix):
     """PyTorch's error for a failed factorization (`info` != 0). PyTorch checks at the op;
     here the check waits for the program that computes `info` (the end of the step, or a
     host read before it), so it costs no device run of its own. The error is PyTorch's
-    own, from its check on the CPU copy, naming the user's line that called the op."""
-    where = debug.user_location()
+    own, from its check on the CPU copy, naming the user's line that called the op (or,
+    for a backward pass's op, the line that called backward)."""
+    origin = user_code.user_line()
 
     def check(cpu_info):
         try:
             aten._linalg_check_errors(cpu_info, api_name, is_matrix=is_matrix)
         except RuntimeError as e:
-            raise value_checks.deferred_error(e, api_name, where) from None
+            raise value_checks.deferred_error(e, api_name, origin) from None
     defer_check(info._value, check)
 
 

@@ -18,7 +18,7 @@ import time
 import jax
 import torch
 
-from . import compiler, metrics, replicated, runtime, spmd_program
+from . import compiler, metrics, replicated, runtime, spmd_program, user_code
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -169,13 +169,22 @@ def _op_names(nodes, shown=4):
 
 
 def _describe_failure(w, position, cause):
-    """Where a lowering failed: the op, its place in the graph and the ops just before it
-    (recording the user's line of every op would cost the tracing of every op)."""
+    """Where a lowering failed: the op, the user's line that made it (the first call with
+    its signature, `meta_outputs`), its place in the graph and the ops just before it."""
     node = w.order[position]
     before = f"; after {_op_names(w.order[:position])}" if position else ""
     return (f"{node.op.name} failed to compile: op {position} of {len(w.order)} in the "
-            f"graph on xla:{w.device} ({format_node(node)}{before}): "
+            f"graph on xla:{w.device} ({format_node(node)}{before}), {_made_at(node)}: "
             f"{type(cause).__name__}: {cause}")
+
+
+def _made_at(node) -> str:
+    if node.origin is None:
+        return "no user line known"
+    where, source = user_code.describe(node.origin)
+    source = f" (`{source}`)" if source else ""
+    return f"made by the backward pass called at {where}{source}" if node.origin[3] else \
+        f"made at {where}{source}"
 
 
 def _save_graph(order) -> None:

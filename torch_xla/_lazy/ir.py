@@ -46,15 +46,16 @@ class Sc:
 
 
 class Node:
-    __slots__ = ("op", "template", "inputs", "scalars", "avals", "key")
+    __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin")
 
-    def __init__(self, op, template, inputs, scalars, avals):
+    def __init__(self, op, template, inputs, scalars, avals, origin=None):
         self.op = op                  # lowering.Lowering
         self.template = template      # (args, kwargs) with In/Sc placeholders
         self.inputs = inputs          # tuple[Value]
         self.scalars = scalars        # tuple of Python scalars, program parameters
         self.avals = avals            # tuple[(shape, torch.dtype)] of the outputs
         self.key = (op.name, template, avals)
+        self.origin = origin          # `user_code.user_line()` of the call that made it, or None
 
 
 class Value:

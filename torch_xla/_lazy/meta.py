@@ -11,11 +11,13 @@ kernel is probed on stand-ins of the arguments:
   show a check the small sizes would not reproduce: convolution's parameters, index_add's
   source shape), on zero-stride tensors of the same shapes, for the message the CPU gives
   for them (it may name the sizes): counted as `FullSizeErrorProbe`.
+The cached entry also keeps the user's line of the first call with its signature, which
+an error at compilation names.
 """
 import torch
 from torch.utils import _pytree as pytree
 
-from . import metrics, runtime, torch_compat
+from . import metrics, runtime, torch_compat, user_code
 from .caches import GenerationCache
 from .tensor import XLATensor
 
@@ -133,8 +135,11 @@ def _is_pointwise(func) -> bool:
 
 
 def meta_outputs(func, args, kwargs, sig):
-    """(structure, avals) of the op's outputs: structure is 't' for one tensor, or a tuple or
-    list of 't' for several. `sig` is the call's hashable signature (the cache key)."""
+    """(structure, avals, origin) of the op's outputs. structure is 't' for one tensor, or a
+    tuple or list of 't' for several; `sig` is the call's hashable signature (the cache
+    key); origin is the user's line (`user_code.user_line`) of the first call with that
+    signature. A lowering that fails for a signature fails for every call with it, so that
+    line says where a failing op was made, found once per signature, not per op traced."""
     key = (id(func), sig)
     hit = _recent(key) or _cache.get(key)
     if hit is not None:
@@ -157,17 +162,18 @@ def meta_outputs(func, args, kwargs, sig):
             if error is not None:
                 raise error
     if isinstance(out, torch.Tensor):
-        result = ("t", ((tuple(out.shape), out.dtype),))
+        result = ["t", ((tuple(out.shape), out.dtype),)]
     elif isinstance(out, (tuple, list)) and all(o is None or isinstance(o, torch.Tensor) for o in out):
         # None: an output the op leaves out (a backward's output_mask); the lowering returns
         # None there too, and the node has no output for it
-        result = (type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out))
+        result = [type(out), tuple(None if o is None else (tuple(o.shape), o.dtype) for o in out)]
     else:
         raise NotImplementedError(f"{func}: output {type(out).__name__} is not a tensor")
     if func in _NORM_STATS:
-        result = (result[0], _cpu_norm_stats(args, kwargs, result[1]))
+        result[1] = _cpu_norm_stats(args, kwargs, result[1])
     for aval in result[1]:
         if aval is not None:
             runtime.to_jax_dtype(aval[1])  # a dtype XLA devices lack is refused at the op
+    result = (result[0], result[1], user_code.user_line())
     _cache.put(key, result)
     return result

@@ -7,9 +7,9 @@ become blocks of global arrays, and each replica takes back its own blocks of th
 Programs are compiled once per (graph, mesh) and cached.
 
 Under xmp.spawn (one process per device) every process calls the program with its block.
-With several replicas in one process (DataParallel's threads) the threads meet: each posts
-its n-th such call, and the last to arrive runs it for all of them and hands out the
-outputs.
+With several replicas in one process (DataParallel's threads) the threads meet at their
+run's `Meeting`: each posts its n-th such call, and the last to arrive runs it for all of
+them and hands out the outputs.
 
 Between processes a program waits for its peers; one that died or stopped taking part
 would leave it waiting for ever. So there a program is started on a thread of its own
@@ -161,19 +161,29 @@ def run(device, call):
                            f"(xla:{list(local)})")
     if len(local) == 1:
         return _run(call, [call.args])[0]
-    return _meeting.join(device, call)
+    meeting = getattr(_attending, "meeting", None)
+    if meeting is None:
+        raise RuntimeError(f"a collective over the replicas xla:{list(local)} ran on a thread that "
+                           "is none of them (a DataParallel run's replicas are its threads)")
+    return meeting.join(device, call)
 
 
-class _Meeting:
-    """Where the threads driving this process's replicas meet to run a program together."""
+_attending = threading.local()
+
+
+def attend(meeting) -> None:
+    """Makes `meeting` (a `Meeting`, or None) where this thread's replicated programs meet
+    the other replicas of its run."""
+    _attending.meeting = meeting
+
+
+class Meeting:
+    """Where the threads driving one DataParallel run's replicas meet to run a program
+    together (each run has its own: runs keep apart)."""
 
     def __init__(self):
         self.cond = threading.Condition()
-        self.reset()
-
-    def reset(self):
-        with self.cond:
-            self.posts, self.results, self.rounds, self.error = {}, {}, {}, None
+        self.posts, self.results, self.rounds, self.error = {}, {}, {}, None
 
     def abort(self, error):
         """Wakes every waiting replica with `error` (a replica's thread failed)."""
@@ -219,8 +229,3 @@ class _Meeting:
         if isinstance(out, BaseException):
             raise out
         return out
-
-
-_meeting = _Meeting()
-reset = _meeting.reset
-abort = _meeting.abort

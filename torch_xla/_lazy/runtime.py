@@ -118,20 +118,29 @@ def global_devices():
 
 
 # Replicas: the local devices that run the same program in step (one per process under
-# xmp.spawn; DataParallel's devices while it runs), and each thread's own device. A program
-# with collectives runs over a 1-D mesh of every replica's device, on this axis.
+# xmp.spawn: the process's replicas), and each thread's own device. A DataParallel run's
+# threads replicate over that run's devices, their own replicas, so that two runs in one
+# process keep apart. A program with collectives runs over a 1-D mesh of every replica's
+# device, on this axis.
 REPLICA_AXIS = "replicas"
 _replicas = [(0,)]
 _thread = threading.local()
 
 
 def replicas():
-    """Local indices of the devices taking part in replication in this process."""
-    return _replicas[0]
+    """Local indices of the devices replicating with this thread: its DataParallel run's
+    devices, else this process's replicas."""
+    return getattr(_thread, "replicas", None) or _replicas[0]
 
 
 def set_replicas(indices) -> None:
+    """This process's replicas (threads of a DataParallel run keep their own)."""
     _replicas[0] = tuple(indices)
+
+
+def set_thread_replicas(indices) -> None:
+    """The replicas of this thread's DataParallel run (None: the process's)."""
+    _thread.replicas = None if indices is None else tuple(indices)
 
 
 def thread_device():

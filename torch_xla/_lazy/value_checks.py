@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from . import debug
+from . import user_code
 from .dispatch import engine_op, trace
 from .execution import defer_check
 from .ir import In, Node, Value
@@ -37,9 +37,12 @@ ENABLED = os.environ.get("XLA_VALUE_CHECKS", "1") != "0"
 def deferred_error(error, op_name, location):
     """`error` (PyTorch's, from a check made after the step's program ran) with a line
     saying so and naming the op and the user's line that called it (`location`, from
-    `debug.user_location` when the op was traced)."""
-    where = debug.describe_location(location)
-    line = f" at {where[0]}: {where[1]}" if where else ""
+    `user_code.user_line` when the op was traced)."""
+    line = ""
+    if location is not None:
+        where, source = user_code.describe(location)
+        by_backward = "by the backward pass called " if location[3] else ""
+        line = f" {by_backward}at {where}: {source}"
     return type(error)(f"{error}\n(on XLA checked once the step's program ran, not at the op: "
                        f"{op_name} was called{line})")
 
@@ -83,7 +86,7 @@ def _defer(lowering, tensors, kwargs, op_name, error):
     inputs = tuple(t._value for t in tensors)
     node = Node(lowering, (tuple(In(i) for i in range(len(inputs))), kwargs), inputs, (),
                 (_FLAG_AVAL,))
-    where = debug.user_location()
+    where = user_code.user_line()
 
     def check(flag):
         found, value, k = flag.tolist()

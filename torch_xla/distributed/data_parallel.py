@@ -2,7 +2,9 @@
 
 Every thread runs the user's loop on its replica with its share of the batches; the threads
 are the replicas of the collectives (xm.optimizer_step averages their gradients), and each
-one's steps cover its own device.
+one's steps cover its own device. A run's replicas and the place where its threads meet
+are its own: runs of several DataParallel instances, one after another or at once from
+threads of their own on other devices, keep apart.
 """
 import copy
 import inspect
@@ -13,6 +15,8 @@ import torch
 from torch_xla._lazy import replicated, runtime
 from . import parallel_loader as pl
 
+_busy = set()  # indices of the devices a run in progress drives
+_busy_lock = threading.Lock()
 _FIX = ("pass a module instance or a zero-argument callable that builds one, "
         "e.g. lambda: torch.nn.Linear(10, 2)")
 
@@ -67,21 +71,29 @@ class DataParallel:
     def __call__(self, loop_fn, loader, fixed_batch_size=False, batchdim=0):
         """Runs `loop_fn(model, device_loader, device, context)` on every device, in one thread
         each; returns their results in device order."""
+        indices = [d.index or 0 for d in self._devices]
+        _claim(indices)
+        try:
+            return self._run(loop_fn, loader, indices, batchdim)
+        finally:
+            with _busy_lock:
+                _busy.difference_update(indices)
+
+    def _run(self, loop_fn, loader, indices, batchdim):
         para_loader = pl.ParallelLoader(loader, self._devices, batchdim=batchdim)
         results, errors = [None] * len(self._devices), [None] * len(self._devices)
-        indices = [d.index or 0 for d in self._devices]
-        saved = runtime.replicas()
-        runtime.set_replicas(indices)
-        replicated.reset()
+        meeting = replicated.Meeting()
 
         def run(k):
             runtime.set_thread_device(indices[k])
+            runtime.set_thread_replicas(indices)
+            replicated.attend(meeting)
             try:
                 results[k] = loop_fn(self._models[k], para_loader.per_device_loader(self._devices[k]),
                                      self._devices[k], self._contexts[k])
             except BaseException as e:  # noqa: BLE001  (raised below, in the caller's thread)
                 errors[k] = e
-                replicated.abort(e)
+                meeting.abort(e)
 
         threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(len(indices))]
         try:
@@ -91,9 +103,18 @@ class DataParallel:
                 t.join()
         finally:
             para_loader.close()
-            runtime.set_replicas(saved)
-            replicated.reset()
         for e in errors:
             if e is not None:
                 raise e
         return results
+
+
+def _claim(indices) -> None:
+    """Marks the devices as driven by a run in progress; a device another run drives is an
+    error (two threads cannot both be its replica)."""
+    with _busy_lock:
+        taken = sorted(_busy.intersection(indices))
+        if taken:
+            raise RuntimeError(f"DataParallel: xla:{taken} already run another DataParallel run's "
+                               "replicas; runs at the same time need devices of their own")
+        _busy.update(indices)

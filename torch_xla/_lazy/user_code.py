@@ -1,0 +1,82 @@
+"""Where user code is on the stack: the innermost frame outside the engine, PyTorch, jax
+and the standard library, for messages that name the user's line (a failed op, a failed
+check, why a program was compiled)."""
+import linecache
+import os
+import sys
+import sysconfig
+
+import jax
+import torch
+
+# Code that is not the user's: the engine, PyTorch, jax and the standard library.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # torch_xla/
+_LIBRARY_DIRS = (PACKAGE_DIR,) + tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                                       for m in (torch, jax)) + (
+    os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep,)
+_is_library = {}  # a code object's file name -> whether it is library code
+
+
+def _library(filename) -> bool:
+    known = _is_library.get(filename)
+    if known is None:
+        path = os.path.abspath(filename)
+        known = _is_library[filename] = path.startswith(_LIBRARY_DIRS) or filename.startswith("<")
+    return known
+
+
+def frames():
+    """The frames of this thread's stack, innermost first (from the caller's caller)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
+
+
+def _innermost_user(frame):
+    while frame is not None:
+        if not _library(frame.f_code.co_filename):
+            return os.path.abspath(frame.f_code.co_filename), frame.f_lineno, frame.f_code.co_name
+        frame = frame.f_back
+    return None
+
+
+_ENGINE_RUN = getattr(getattr(torch.autograd, "graph", None), "_engine_run_backward", None)
+
+
+def _backward_caller():
+    """The user line waiting in PyTorch's autograd engine (`backward()`, `autograd.grad`),
+    where every thread waiting there waits at the same line; else None."""
+    if _ENGINE_RUN is None:
+        return None
+    lines = set()
+    for frame in sys._current_frames().values():
+        while frame is not None and frame.f_code is not _ENGINE_RUN.__code__:
+            frame = frame.f_back
+        if frame is not None:
+            lines.add(_innermost_user(frame))
+    return lines.pop() if len(lines) == 1 else None
+
+
+def user_line():
+    """(file, line, function, in_backward) of the innermost user frame on this thread's
+    stack. A thread whose stack is library code alone runs the backward pass for another
+    (autograd's thread for a device): then the line that called backward, in_backward
+    true. None when neither is known."""
+    where = _innermost_user(sys._getframe(1))
+    if where is not None:
+        return where + (False,)
+    where = _backward_caller()
+    return None if where is None else where + (True,)
+
+
+def describe(where) -> tuple:
+    """('file:line in function', the source line) of a `user_line()`."""
+    path, line, function = where[:3]
+    return f"{path}:{line} in {function}", linecache.getline(path, line).strip()
+
+
+def user_frame():
+    """`describe` of the innermost user frame on this thread's stack, or None."""
+    where = _innermost_user(sys._getframe(1))
+    return None if where is None else describe(where)
