@@ -1,5 +1,7 @@
 """Value checks PyTorch makes on the CPU (indices out of range, integer division by zero):
 on XLA they raise PyTorch's error at the next sync, from an output of the step's program."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,6 +14,10 @@ from torch_xla._lazy import value_checks
 
 def L(*values, dtype=torch.int64):
     return torch.tensor(values, dtype=dtype)
+
+
+def F32(*values):
+    return torch.tensor(values, dtype=torch.float32)
 
 
 def ar(*shape, dtype=torch.float32):
@@ -82,6 +88,11 @@ BAD = {
     "remainder_of_a_number": (lambda y: torch.remainder(3, y), (L(0, 1),)),
     "fmod": (lambda x, y: torch.fmod(x, y), (L(1, 2), L(0, 0))),
     "floor_divide_in_place": (_floordiv_, (L(1, 2), L(1, 0))),
+    "binary_cross_entropy": (lambda x, t: F.binary_cross_entropy(x, t), (F32(0.5, 1.5), F32(0, 1))),
+    "binary_cross_entropy_nan": (lambda x, t: F.binary_cross_entropy(x, t), (F32(math.nan), F32(0))),
+    "bernoulli": (lambda p: torch.bernoulli(p), (F32(0.5, -0.1),)),
+    "bernoulli_tensor_p": (lambda x, p: x.clone().bernoulli_(p), (F32(0, 0), F32(0.5, 2))),
+    "poisson": (lambda r: torch.poisson(r), (F32(1, -1),)),
 }
 
 
@@ -126,6 +137,8 @@ GOOD = {
     "int_by_float_zero": (lambda x: (x // 0.0, torch.fmod(x, 0.0)), (L(1, 2),)),
     "empty_int_division": (lambda x, y: x // y, (L(dtype=torch.int64), L(0))),
     "empty_index": (lambda x, i: x[i], (ar(3), L(dtype=torch.int64))),
+    "binary_cross_entropy_at_the_bounds": (lambda x, t: F.binary_cross_entropy(x, t),
+                                           (F32(0, 1, 0.5), F32(0, 1, 1))),
 }
 
 
@@ -215,3 +228,11 @@ def test_checks_in_a_training_step_add_no_execution():
     model.load_state_dict(cpu_model.state_dict())
     assert_same(step(model, opt, tokens_d, targets_d), step(cpu_model, cpu_opt, tokens, targets),
                 rtol=1e-5, atol=1e-5)
+
+
+def test_random_ops_of_good_values_pass():
+    p, rates = to_xla((F32(0, 1, 0.5), F32(0, 2.5)))
+    sample = torch.bernoulli(p)
+    counts = torch.poisson(rates)
+    xm.mark_step()
+    assert sample.cpu().tolist()[:2] == [0.0, 1.0] and counts.cpu().tolist()[0] == 0.0

@@ -161,15 +161,27 @@ def _indices(x, indices, masks):
     boolean masks turned into the int indices of their True positions when `masks` is
     false (an eager `nonzero`: the result's shape depends on them)."""
     out = []
+    dim = 0  # the dim of x the index addresses (a mask addresses as many as it has)
     for i in indices:
         if i is not None and not isinstance(i, XLATensor):
             i = wrap(from_cpu(i, x._value.device))
-        if i is not None and not masks and i.dtype in (torch.bool, torch.uint8):
+        is_mask = i is not None and i.dtype in (torch.bool, torch.uint8)
+        if is_mask:
+            _check_mask_shape(x, i, dim)
+        dim += i.dim() if is_mask else 1
+        if is_mask and not masks:
             nz = dispatch(aten.nonzero.default, (i,), {})
             out.extend(dispatch(aten.select_copy.int, (nz, 1, d), {}) for d in range(i.dim()))
             continue
         out.append(i)
     return out
+
+
+def _check_mask_shape(x, mask, dim):
+    for k, n in enumerate(mask.shape):
+        if dim + k < x.dim() and x.shape[dim + k] != n:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {k} does not match "
+                             f"the shape of the indexed tensor {list(x.shape)} at index {dim + k}")
 
 
 @engine_op(aten.index.Tensor, aten._unsafe_index.Tensor, with_op=True)

@@ -1,6 +1,7 @@
 """Checks of values that PyTorch makes on the CPU: indices out of range (advanced indexing,
 gathers and scatters, `index_select` and the `index_*` ops, `take`/`put`, `embedding`,
-`nll_loss`'s targets) and integer division by zero.
+`nll_loss`'s targets), integer division by zero, and values outside what an op is defined
+on (`binary_cross_entropy`'s input, `bernoulli`'s probabilities, `poisson`'s rates).
 
 The values are on the device until a program computes them, so the check cannot be made
 at the op. It is one more node of the graph: a reduction of the indices (or the divisor)
@@ -66,16 +67,26 @@ def _first_outside(xp, indices, bounds):
                      (pos % len(bounds)).astype(np.int64)])
 
 
-def _zero_in(xp, divisor):
-    found = xp.any(divisor == 0).astype(np.int64)
-    return xp.stack([found, xp.zeros((), np.int64), xp.zeros((), np.int64)])
+def _found(found):
+    return jnp.stack([found.astype(np.int64), jnp.zeros((), np.int64), jnp.zeros((), np.int64)])
+
+
+def _zero_in(divisor):
+    return _found(jnp.any(divisor == 0))
+
+
+def _outside_interval(x, low, high):
+    """Some value of x is not in [low, high] (NaN is not)."""
+    return _found(jnp.any(~((x >= low) & (x <= high))))
 
 
 _IN_BOUNDS = Lowering("value_check.indices_in_bounds",
                       lambda *indices, bounds: _first_outside(jnp, indices, bounds),
                       static_scalars=True, rng=False, dynamic_shape=False)
-_NONZERO = Lowering("value_check.nonzero_divisor", lambda divisor: _zero_in(jnp, divisor),
+_NONZERO = Lowering("value_check.nonzero_divisor", _zero_in,
                     static_scalars=True, rng=False, dynamic_shape=False)
+_IN_INTERVAL = Lowering("value_check.values_in_interval", _outside_interval,
+                        static_scalars=True, rng=False, dynamic_shape=False)
 
 
 def _defer(lowering, tensors, kwargs, op_name, error):
@@ -254,3 +265,37 @@ def _division(func, out, x, divisor):
 def _rounding_division(func, out, x, divisor, rounding_mode=None):
     if rounding_mode is not None:
         _check_divisor(func, out, divisor)
+
+
+# ---- values a function is defined on ------------------------------------------------------
+
+def _check_interval(func, x, low, high, message):
+    """RuntimeError(message) unless every value of the XLA tensor x is in [low, high]."""
+    if isinstance(x, XLATensor) and 0 not in x.shape:
+        _defer(_IN_INTERVAL, [x], (("low", low), ("high", high)), _op_name(func),
+               lambda v, k: RuntimeError(message))
+
+
+@_checked(aten.binary_cross_entropy.default)
+def _binary_cross_entropy(func, out, x, *args, **kwargs):
+    _check_interval(func, x, 0.0, 1.0, "all elements of input should be between 0 and 1")
+
+
+_BERNOULLI_P = ("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error "
+                "message be improved?  If so, please report an enhancement request to PyTorch.)")
+
+
+@_checked(aten.bernoulli.default)
+def _bernoulli(func, out, p, *args, **kwargs):
+    _check_interval(func, p, 0.0, 1.0, _BERNOULLI_P)
+
+
+@_checked(aten.bernoulli.Tensor)
+def _bernoulli_of(func, out, x, p, *args, **kwargs):
+    _check_interval(func, p, 0.0, 1.0, _BERNOULLI_P)
+
+
+@_checked(aten.poisson.default)
+def _poisson(func, out, rates, *args, **kwargs):
+    _check_interval(func, rates, 0.0, float("inf"),
+                    "invalid Poisson rate, expected rate to be non-negative")

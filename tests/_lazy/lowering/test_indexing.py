@@ -283,3 +283,17 @@ def test_bool_accumulation_is_or():
 
 def test_masked_scatter_source_gradient():
     check_lowered(lambda x, source: x.masked_scatter(x > 0, source), torch.randn(3, 4), leaf(4, 5), grads=True)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x[torch.tensor([True, False])],
+    lambda x: x[:, torch.tensor([True, False, True])],
+    lambda x: x.index_put_((torch.tensor([True, False]),), torch.tensor(1.0)),
+    lambda x: x.index_put_((torch.tensor([True, False]), torch.tensor([0])), torch.tensor(1.0)),
+], ids=range(4))
+def test_a_mask_of_the_wrong_shape_raises_at_the_op(fn):
+    x = torch.ones(3, 2)
+    with pytest.raises(IndexError) as cpu:
+        fn(x)
+    with pytest.raises(IndexError, match=f"^{re.escape(str(cpu.value))}$"):
+        fn(to_xla(x))
