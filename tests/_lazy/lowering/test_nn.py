@@ -142,10 +142,14 @@ def test_bfloat16_norm_layers_train_as_on_the_cpu():
     model = torch.nn.Sequential(torch.nn.Conv1d(3, 4, 3), torch.nn.BatchNorm1d(4),
                                 torch.nn.LayerNorm(4), torch.nn.GroupNorm(2, 4)).bfloat16()
     x = torch.randn(5, 3, 6).bfloat16()
+    # weights of the loss (a sum of squares of a normalized output is a constant: its
+    # gradients would be rounding noise alone)
+    target = torch.randn(5, 4, 4)
 
     def run(m, x):
         out = m(x)
-        grads = torch.autograd.grad(out.float().pow(2).sum(), list(m.parameters()))
+        loss = (out.float() * target.to(x.device)).sum()
+        grads = torch.autograd.grad(loss, list(m.parameters()))
         return [out, *grads, m[1].running_mean, m[1].running_var]
     dev_model = copy.deepcopy(model).to(xm.xla_device())
     assert_same(run(dev_model, to_xla(x)), run(model, x), rtol=5e-2, atol=5e-2)
