@@ -34,6 +34,18 @@ _CHECKED = {
     "kthvalue.values": ("kthvalue.default", "same"),
     "multinomial.out": ("multinomial.default", "same"), "complex.out": ("complex.default", "same"),
     "cat.out": ("cat.default", "cast"), "bernoulli.out": ("bernoulli.default", None),
+    "mm.out": ("mm.default", "same"), "bmm.out": ("bmm.default", "same"),
+    "addmm.out": ("addmm.default", "same"), "mv.out": ("mv.default", "same"),
+    "addmv.out": ("addmv.default", "same"), "baddbmm.out": ("baddbmm.default", "same"),
+    "addbmm.out": ("addbmm.default", "same"), "dot.out": ("dot.default", "same"),
+    "vdot.out": ("vdot.default", "same"), "sort.values": ("sort.default", "same"),
+    "sort.values_stable": ("sort.stable", "same"), "topk.values": ("topk.default", "same"),
+    "argmax.out": ("argmax.default", "same"), "argmin.out": ("argmin.default", "same"),
+    "max.dim_max": ("max.dim", "same"), "min.dim_min": ("min.dim", "same"),
+    "median.dim_values": ("median.dim", "same"), "mode.values": ("mode.default", "same"),
+    "cummax.out": ("cummax.default", "same"), "cummin.out": ("cummin.default", "same"),
+    "where.self_out": ("where.self", "same"), "index_add.out": ("index_add.default", "same"),
+    "nonzero.out": ("nonzero.default", "same"),
 }
 _ERRORS = (RuntimeError, ValueError, IndexError, TypeError)
 
@@ -68,8 +80,9 @@ def _suspect(accepts, whole_overlap, functional, args, kwargs, out_names):
         if isinstance(x, torch.Tensor) else x, (args, inputs))
     try:
         results = functional(*meta[0], **meta[1])
-    except NotImplementedError:  # an output size that depends on values (masked_select):
-        results = [torch.empty(out.shape, dtype=meta[0][0].dtype, device="meta") for out in outs]
+    except NotImplementedError:  # an output size that depends on values: no meta kernel
+        dtype = torch.int64 if functional is torch.ops.aten.nonzero.default else meta[0][0].dtype
+        results = [torch.empty(out.shape, dtype=dtype, device="meta") for out in outs]
     except _ERRORS:  # bad arguments: the CPU's message for them
         return True
     results = results if isinstance(results, (tuple, list)) else (results,)
