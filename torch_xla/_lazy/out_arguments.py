@@ -252,8 +252,11 @@ def install() -> None:
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": intended
         warnings.simplefilter("ignore")
         for name, (functional, accepts) in _CHECKED.items():
-            lib.impl(name, _kernel(overload_named(name), overload_named(functional), accepts,
-                                   whole_overlap=True), "AutogradXLA")
+            try:
+                op, functional = overload_named(name), overload_named(functional)
+            except AttributeError:  # not in this torch release
+                continue
+            lib.impl(name, _kernel(op, functional, accepts, whole_overlap=True), "AutogradXLA")
         for op, functional in _elementwise():
             lib.impl(op._schema.name.split("::")[1] + "." + op._overloadname,
                      _kernel(op, functional, "cast", whole_overlap=False), "AutogradXLA")
