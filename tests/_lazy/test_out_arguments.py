@@ -47,14 +47,24 @@ REFUSED = [
                                                              torch.zeros(4, 6, device=d)),
     lambda d: (lambda mask: torch.masked_select(mask.clone(), mask, out=mask))(
         _idx(d, True, False, True)),
+    lambda d: torch.mm(torch.rand(3, 3, device=d), torch.rand(3, 3, device=d),
+                       out=torch.empty(3, 3, dtype=torch.float64, device=d)),
+    lambda d: torch.sort(torch.rand(3, 3, device=d), out=(
+        torch.empty(3, 3, device=d), torch.empty(3, 3, dtype=torch.float64, device=d))),
+    lambda d: torch.where(torch.rand(3, device=d) > 0.5, torch.rand(3, device=d),
+                          torch.rand(3, device=d),
+                          out=torch.empty(3, dtype=torch.float64, device=d)),
+    lambda d: torch.nonzero(torch.rand(3, device=d), out=torch.empty(0, device=d)),
     # elementwise ops: a result that cannot be cast to out's dtype, an out with elements
     # written twice, an out over some of an input's elements
-    lambda d: torch.add(torch.rand(3, device=d), 1, out=torch.empty(3, dtype=torch.long, device=d)),
+    lambda d: torch.add(torch.rand(3, device=d), 1,
+                        out=torch.empty(3, dtype=torch.long, device=d)),
     lambda d: torch.sqrt(_idx(d, 1, 4), out=torch.empty(2, dtype=torch.long, device=d)),
     lambda d: torch.mul(torch.rand(3, device=d), 2, out=_expanded(d, 3)),
     lambda d: (lambda x: torch.add(x[:-1], 1, out=x[1:]))(torch.rand(4, device=d)),
     # the autograd refusal, for ops with a derivative
-    lambda d: torch.floor(torch.rand(3, device=d, requires_grad=True), out=torch.empty(3, device=d)),
+    lambda d: torch.floor(torch.rand(3, device=d, requires_grad=True),
+                          out=torch.empty(3, device=d)),
 ]
 
 
@@ -79,10 +89,14 @@ ACCEPTED = [
     # views of one base that do not overlap
     lambda d: (lambda buf: torch.index_select(buf[:2], 0, _idx(d, 1, 0), out=buf[2:]))(
         torch.arange(8., device=d).view(4, 2)),
+    lambda d: torch.mm(torch.eye(3, device=d), torch.arange(9., device=d).view(3, 3),
+                       out=torch.empty(3, 3, device=d)),
+    lambda d: torch.nonzero(_idx(d, 0, 1, 2), out=torch.empty(0, dtype=torch.long, device=d)),
     # elementwise ops: an out that is an input, a result cast to out's dtype
     lambda d: (lambda x: torch.add(x, 1, out=x))(torch.arange(3., device=d)),
     lambda d: (lambda x: torch.mul(x[1:], 2, out=x[1:]))(torch.arange(4., device=d)),
-    lambda d: torch.eq(torch.arange(3., device=d), 1, out=torch.empty(3, dtype=torch.long, device=d)),
+    lambda d: torch.eq(torch.arange(3., device=d), 1,
+                       out=torch.empty(3, dtype=torch.long, device=d)),
     lambda d: torch.add(_idx(d, 1, 2), 1, out=torch.empty(2, device=d)),
     # no derivative, no autograd refusal
     lambda d: torch.eq(torch.arange(3., device=d, requires_grad=True), 1,

@@ -167,6 +167,11 @@ def _brief(r):
     return " ".join(cells)
 
 
+def _most_common(counter, n):
+    """The n most common, ties by name: the same results give the same table."""
+    return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
 def load(path):
     with open(path) as f:
         return sorted((json.loads(line) for line in f if line.strip()), key=lambda r: r["i"])
@@ -301,11 +306,11 @@ def report(results) -> str:
         error_summary(results),
         "",
     ]
-    lines += [f"- {n}: `{msg}`" for msg, n in err_causes.most_common(15)]
+    lines += [f"- {n}: `{msg}`" for msg, n in _most_common(err_causes, 15)]
     lines += ["", "## Ops that ran on the CPU (pairs affected)", ""]
-    lines += [f"- `{op}`: {n}" for op, n in fallback_ops.most_common(40)] or ["none"]
+    lines += [f"- `{op}`: {n}" for op, n in _most_common(fallback_ops, 40)] or ["none"]
     lines += ["", "## Most common errors (pairs and directions affected)", ""]
-    lines += [f"- {n}: `{msg}`" for msg, n in errors.most_common(25)] or ["none"]
+    lines += [f"- {n}: `{msg}`" for msg, n in _most_common(errors, 25)] or ["none"]
     lines += ["", "## Wrong results (bugs)", ""]
     lines += [f"- `{eid}` {name} {d}: {msg[:200]}" for eid, name, d, msg in wrong] or ["none"]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ and its error, if any, is raised at the op with the CPU's message. The autograd 
 refusal of `out=` with an argument requiring grad (for the ops with a derivative) is asked
 of the CPU kernel too, on stand-ins of size 1, when an argument requires grad.
 """
+import math
 import warnings
 
 import torch
@@ -34,6 +35,18 @@ _CHECKED = {
     "kthvalue.values": ("kthvalue.default", "same"),
     "multinomial.out": ("multinomial.default", "same"), "complex.out": ("complex.default", "same"),
     "cat.out": ("cat.default", "cast"), "bernoulli.out": ("bernoulli.default", None),
+    "mm.out": ("mm.default", "same"), "bmm.out": ("bmm.default", "same"),
+    "addmm.out": ("addmm.default", "same"), "mv.out": ("mv.default", "same"),
+    "addmv.out": ("addmv.default", "same"), "baddbmm.out": ("baddbmm.default", "same"),
+    "addbmm.out": ("addbmm.default", "same"), "dot.out": ("dot.default", "same"),
+    "vdot.out": ("vdot.default", "same"), "sort.values": ("sort.default", "same"),
+    "sort.values_stable": ("sort.stable", "same"), "topk.values": ("topk.default", "same"),
+    "argmax.out": ("argmax.default", "same"), "argmin.out": ("argmin.default", "same"),
+    "max.dim_max": ("max.dim", "same"), "min.dim_min": ("min.dim", "same"),
+    "median.dim_values": ("median.dim", "same"), "mode.values": ("mode.default", "same"),
+    "cummax.out": ("cummax.default", "same"), "cummin.out": ("cummin.default", "same"),
+    "where.self_out": ("where.self", "same"), "index_add.out": ("index_add.default", "same"),
+    "nonzero.out": ("nonzero.default", "same"),
 }
 _ERRORS = (RuntimeError, ValueError, IndexError, TypeError)
 
@@ -58,33 +71,62 @@ def _span(offset, sizes, strides, numel):
     return offset, offset + sum((s - 1) * abs(st) for s, st in zip(sizes, strides)) + 1
 
 
+_RESULTS = {}  # (functional op, its arguments' metadata) -> its results' (shape, dtype)
+_BAD = "bad arguments"
+
+
+def _results(functional, args, inputs, outs):
+    """(shape, dtype) of the functional op's results (from its meta kernel, kept per argument
+    metadata), or _BAD when the meta kernel refuses the arguments."""
+    leaves = pytree.tree_leaves((args, inputs))
+    key = (functional, tuple((tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor)
+                             else (type(x), x) for x in leaves))
+    try:
+        hit = _RESULTS.get(key)
+    except TypeError:  # an argument that is not hashable: not kept
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    meta = pytree.tree_map(
+        lambda x: torch.empty(x.shape, dtype=x.dtype, device="meta")
+        if isinstance(x, torch.Tensor) else x, (args, inputs))
+    try:
+        out = functional(*meta[0], **meta[1])
+        out = out if isinstance(out, (tuple, list)) else (out,)
+        result = [(tuple(r.shape), r.dtype) for r in out]
+    except NotImplementedError:  # an output size that depends on values: no meta kernel
+        dtype = torch.int64 if functional is torch.ops.aten.nonzero.default else meta[0][0].dtype
+        result = [(tuple(o.shape), dtype) for o in outs]
+    except _ERRORS:
+        result = _BAD
+    if key is not None:
+        if len(_RESULTS) >= 4096:
+            _RESULTS.clear()
+        _RESULTS[key] = result
+    return result
+
+
 def _suspect(accepts, whole_overlap, functional, args, kwargs, out_names):
     """Whether the metadata show something the CPU kernel may refuse (whole_overlap: an out
     over exactly an input's elements is suspect too)."""
     outs = [kwargs[n] for n in out_names]
     inputs = {k: v for k, v in kwargs.items() if k not in out_names}
-    meta = pytree.tree_map(
-        lambda x: torch.empty(x.shape, dtype=x.dtype, device="meta")
-        if isinstance(x, torch.Tensor) else x, (args, inputs))
-    try:
-        results = functional(*meta[0], **meta[1])
-    except NotImplementedError:  # an output size that depends on values (masked_select):
-        results = [torch.empty(out.shape, dtype=meta[0][0].dtype, device="meta") for out in outs]
-    except _ERRORS:  # bad arguments: the CPU's message for them
+    results = _results(functional, args, inputs, outs)
+    if results is _BAD:  # the CPU's message for them
         return True
-    results = results if isinstance(results, (tuple, list)) else (results,)
-    for out, res in zip(outs, results):
-        if out.dtype != res.dtype and (accepts == "same" or (
-                accepts == "cast" and not torch.can_cast(res.dtype, out.dtype))):
+    for out, (_, dtype) in zip(outs, results):
+        if out.dtype != dtype and (accepts == "same" or (
+                accepts == "cast" and not torch.can_cast(dtype, out.dtype))):
             return True
     leaves = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
-    for out, res in zip(outs, results):
+    for out, (shape, _) in zip(outs, results):
         offset, sizes, strides = _layout(out)
         if any(st == 0 and s > 1 for s, st in zip(sizes, strides)):
             return True
-        if out.numel() != res.numel():  # resized to the result's size first
-            sizes, strides = tuple(res.shape), make_contiguous_strides_for(res.shape)
-        span = _span(offset, sizes, strides, res.numel())
+        numel = math.prod(shape)
+        if out.numel() != numel:  # resized to the result's size first
+            sizes, strides = shape, make_contiguous_strides_for(shape)
+        span = _span(offset, sizes, strides, numel)
         times = 0
         for t in leaves:
             if t is out:
@@ -210,8 +252,11 @@ def install() -> None:
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": intended
         warnings.simplefilter("ignore")
         for name, (functional, accepts) in _CHECKED.items():
-            lib.impl(name, _kernel(overload_named(name), overload_named(functional), accepts,
-                                   whole_overlap=True), "AutogradXLA")
+            try:
+                op, functional = overload_named(name), overload_named(functional)
+            except AttributeError:  # not in this torch release
+                continue
+            lib.impl(name, _kernel(op, functional, accepts, whole_overlap=True), "AutogradXLA")
         for op, functional in _elementwise():
             lib.impl(op._schema.name.split("::")[1] + "." + op._overloadname,
                      _kernel(op, functional, "cast", whole_overlap=False), "AutogradXLA")
