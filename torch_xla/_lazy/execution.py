@@ -158,7 +158,7 @@ def _execute(w, values, held):
         return replicated.run(w.device, call)
     program = compiler.program_for(w)
     start = time.perf_counter_ns()
-    outputs = program.compiled(*w.args)
+    outputs = program.compiled(*w.call_args)
     metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
     return outputs
 
