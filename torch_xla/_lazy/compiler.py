@@ -21,6 +21,7 @@ from jax.sharding import SingleDeviceSharding
 
 from . import debug, metrics, runtime
 from .caches import LRUCache
+from .ir import In, Node
 from .lowering import call_lowering
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -114,17 +115,117 @@ class Walk:
     arguments (donated buffers, kept buffers, scalars), the device it runs on, and whether
     it holds a collective (then it runs over every replica: `_lazy/replicated`).
     `call_args` are the arguments as the compiled program takes them (scalars packed)."""
-    __slots__ = ("order", "roots", "key", "program", "args", "device", "collective")
+    __slots__ = ("order", "roots", "key", "program", "args", "device", "collective", "derived")
 
     @property
     def call_args(self):
         donated, kept, scalars = self.args
         return donated, kept, self.program.pack(scalars)
 
-    def __init__(self, order, roots, key, program, args):
+    def __init__(self, order, roots, key, program, args, derived=()):
         self.order, self.roots, self.key, self.program, self.args = order, roots, key, program, args
         self.device = roots[0].device
         self.collective = any(node.op.collective for node in order)
+        self.derived = derived
+
+    def rederive(self) -> None:
+        """Once the program ran: each base left out of its outputs (`_derived_bases`) becomes
+        a pending view of the output it was left out for."""
+        for base, op, template, view in self.derived:
+            base.node, base.index = Node(op, template, (view,), (), ((base.shape, base.dtype),)), 0
+
+
+def _updated_leaf(root, free, depth=3):
+    """The free leaf of `root`'s shape and dtype that `root` updates: the nearest one reached
+    through nodes of that shape and dtype (an in-place update's functional form reads the
+    old value directly, or a few elementwise ops deep), or None."""
+    aval = (root.shape, root.dtype)
+    frontier, seen = [root.node], set()
+    for _ in range(depth):
+        deeper = []
+        for node in frontier:
+            for v in node.inputs:
+                if v.node is None:
+                    if id(v) in free and (v.shape, v.dtype) == aval:
+                        return v
+                elif id(v.node) not in seen and v.node.avals[v.index] == aval:
+                    seen.add(id(v.node))
+                    deeper.append(v.node)
+        frontier = deeper
+    return None
+
+
+def _donation(roots, leaves, held):
+    """The leaves donated to the program and the roots in output order.
+
+    Only a buffer an output of the same shape and dtype can reuse is worth donating (XLA
+    ignores the rest). jax gives each donated buffer, in order, to the first output of its
+    shape and dtype still without one, so each donated leaf is paired with the root that
+    updates it (`_updated_leaf`), then the rest with roots of their shape and dtype, and
+    the paired roots come first, in the donated leaves' order: an output written into the
+    buffer of a value read later would make XLA copy that value first.
+    """
+    if held is None:
+        return [], roots
+    free = {id(v): v for v in leaves if id(v.data) not in held}
+    if not free:
+        return [], roots
+    paired = {}
+    for r in roots:
+        leaf = _updated_leaf(r, free)
+        if leaf is not None:
+            paired[id(r)] = free.pop(id(leaf))
+    rest = collections.defaultdict(collections.deque)
+    for v in free.values():
+        rest[(v.shape, v.dtype)].append(v)
+    for r in roots:
+        if id(r) not in paired and rest[(r.shape, r.dtype)]:
+            paired[id(r)] = rest[(r.shape, r.dtype)].popleft()
+    ordered = [r for r in roots if id(r) in paired] + [r for r in roots if id(r) not in paired]
+    return [paired[id(r)] for r in ordered if id(r) in paired], ordered
+
+
+_INVOLUTIONS = {"aten.t_copy.default", "aten.transpose_copy.int"}
+_RESHAPES = {"aten.view_copy.default", "aten._unsafe_view.default", "aten.reshape.default",
+             "aten._reshape_alias_copy.default"}
+
+
+def _inverse_template(node, base):
+    """The template of `node`'s op that gives `base` back from `node`'s output, or None if
+    `node` is no transpose or reshape of `base`."""
+    name = node.op.name
+    if name in _INVOLUTIONS:
+        return node.template
+    if name in _RESHAPES:
+        return ((In(0), base.shape), ())
+    return None
+
+
+def _derived_bases(roots):
+    """The roots less the bases of views among them, and (base, op, template, view) for each
+    base left out: `base` is the view's output transposed or reshaped back.
+
+    Functionalization keeps the base of every view alive (autograd's weight gradients are
+    `t()` of an `mm`, bias gradients a `view` of a `sum`), so both would be outputs, in two
+    layouts: XLA would copy one into the other. Left out, a base is computed from its view
+    only if it is used (`Walk.rederive`).
+    """
+    index = {id(v): v for v in roots}
+    dropped, derived = set(), []
+    for v in roots:
+        node = v.node
+        if id(v) in dropped or not node.inputs:
+            continue
+        base = node.inputs[0]
+        if id(base) not in index or id(base) in dropped or base is v or base.sharding is not None:
+            continue
+        template = _inverse_template(node, base)
+        if template is not None:
+            dropped.add(id(base))
+            derived.append((base, node.op, template, v))
+    if not derived:
+        return roots, ()
+    return [v for v in roots if id(v) not in dropped], tuple(derived)
 
 
 def walk(values, held=None):
@@ -140,21 +241,14 @@ def walk(values, held=None):
             roots.append(v)
     if not roots:
         return None
+    roots, derived = _derived_bases(roots)
     order, node_pos, leaves = _collect(roots)
     for v in leaves:
         if v.data is None:
             raise v.failure()
-    # Donated leaves first: the program takes them as its first argument. Only a buffer an
-    # output of the same shape and dtype can reuse is worth donating (XLA ignores the rest).
-    reusable = collections.Counter((v.shape, v.dtype) for v in roots)
-    donated, kept = [], []
-    for v in leaves:
-        aval = (v.shape, v.dtype)
-        if held is not None and id(v.data) not in held and reusable[aval] > 0:
-            reusable[aval] -= 1
-            donated.append(v)
-        else:
-            kept.append(v)
+    donated, roots = _donation(roots, leaves, held)
+    chosen = {id(v) for v in donated}
+    kept = [v for v in leaves if id(v) not in chosen]
     leaf_pos = {id(v): i for i, v in enumerate(donated + kept)}
 
     def ref(v):
@@ -173,7 +267,7 @@ def walk(values, held=None):
            tuple(type(s) for s in scalars))
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
     program = Program(tuple(plan), root_refs, len(donated), key[-1])
-    return Walk(order, roots, key, program, args)
+    return Walk(order, roots, key, program, args, derived)
 
 
 def dependent_roots(w: Walk, position):

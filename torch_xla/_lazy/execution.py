@@ -128,8 +128,12 @@ def _run(values, held=None) -> None:
     w = compiler.walk(values, held)
     if w is None:
         return
+    if w.collective and held is not None:
+        # Replicas must agree on the program, and which buffers are still held can differ
+        # between them (a dead tensor not yet collected): no donation here.
+        w = compiler.walk(values)
     try:
-        outputs = _execute(w, values, held)
+        outputs = _execute(w)
     except compiler.LoweringError as e:
         error = ExecutionError(_describe_failure(w, e.position, e.cause))
         for v in compiler.dependent_roots(w, e.position):
@@ -143,17 +147,14 @@ def _run(values, held=None) -> None:
         raise error from e
     for v, out in zip(w.roots, outputs):
         v.set_data(out)
+    w.rederive()
     _save_graph(w.order)
 
 
-def _execute(w, values, held):
+def _execute(w):
     if runtime.is_spmd():
         return spmd_program.run(w)
     if w.collective:
-        if held is not None:
-            # Replicas must agree on the program, and which buffers are still held can differ
-            # between them (a dead tensor not yet collected): no donation here.
-            w = compiler.walk(values)
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
         return replicated.run(w.device, call)
     program = compiler.program_for(w)
