@@ -48,7 +48,8 @@ def _scalar_groups(types):
 class Program:
     """A compiled program and the plan it replays (no references to live values).
     `compiled` takes (donated buffers, kept buffers, packed scalars: `pack`)."""
-    __slots__ = ("compiled", "plan", "roots", "n_donated", "n_scalars", "scalar_groups")
+    __slots__ = ("compiled", "plan", "roots", "n_donated", "n_scalars", "scalar_groups",
+                 "cache_key", "replay", "__weakref__")
 
     def __init__(self, plan, roots, n_donated, scalar_types):
         self.plan = plan
@@ -56,7 +57,8 @@ class Program:
         self.n_donated = n_donated
         self.n_scalars = len(scalar_types)
         self.scalar_groups = _scalar_groups(scalar_types)
-        self.compiled = None
+        self.compiled = self.cache_key = None
+        self.replay = None  # graph_cache.Replay, once the program ran from a walk
 
     def pack(self, scalars):
         """The dynamic scalars as the compiled program takes them: one array per type."""
@@ -115,18 +117,22 @@ class Walk:
     arguments (donated buffers, kept buffers, scalars), the device it runs on, and whether
     it holds a collective (then it runs over every replica: `_lazy/replicated`).
     `call_args` are the arguments as the compiled program takes them (scalars packed)."""
-    __slots__ = ("order", "roots", "key", "program", "args", "device", "collective", "derived")
+    __slots__ = ("order", "roots", "key", "program", "args", "device", "collective", "derived",
+                 "pending", "leaves", "free")
 
     @property
     def call_args(self):
         donated, kept, scalars = self.args
         return donated, kept, self.program.pack(scalars)
 
-    def __init__(self, order, roots, key, program, args, derived=()):
+    def __init__(self, order, roots, key, program, args, derived=(), collective=None):
         self.order, self.roots, self.key, self.program, self.args = order, roots, key, program, args
         self.device = roots[0].device
-        self.collective = any(node.op.collective for node in order)
+        self.collective = any(node.op.collective for node in order) if collective is None else collective
         self.derived = derived
+        # For `graph_cache`: the pending values asked for (deduplicated, before the bases
+        # left out), the leaf values in argument order, and which of them were not held.
+        self.pending = self.leaves = self.free = None
 
     def rederive(self) -> None:
         """Once the program ran: each base left out of its outputs (`_derived_bases`) becomes
@@ -135,24 +141,25 @@ class Walk:
             base.node, base.index = Node(op, template, (view,), (), ((base.shape, base.dtype),)), 0
 
 
-def _updated_leaf(root, free, depth=3):
-    """The free leaf of `root`'s shape and dtype that `root` updates: the nearest one reached
-    through nodes of that shape and dtype (an in-place update's functional form reads the
-    old value directly, or a few elementwise ops deep), or None."""
+def _leaves_near(root, free, depth=3):
+    """The free leaves of `root`'s shape and dtype that `root` may update, by distance: those
+    reached through nodes of that shape and dtype, `depth` levels at most (an in-place
+    update's functional form reads the old value directly, or a few elementwise ops deep)."""
     aval = (root.shape, root.dtype)
-    frontier, seen = [root.node], set()
+    levels, frontier, seen = [], [root.node], set()
     for _ in range(depth):
-        deeper = []
+        found, deeper = [], []
         for node in frontier:
             for v in node.inputs:
                 if v.node is None:
                     if id(v) in free and (v.shape, v.dtype) == aval:
-                        return v
+                        found.append(v)
                 elif id(v.node) not in seen and v.node.avals[v.index] == aval:
                     seen.add(id(v.node))
                     deeper.append(v.node)
+        levels.append(found)
         frontier = deeper
-    return None
+    return levels
 
 
 def _donation(roots, leaves, held):
@@ -161,7 +168,7 @@ def _donation(roots, leaves, held):
     Only a buffer an output of the same shape and dtype can reuse is worth donating (XLA
     ignores the rest). jax gives each donated buffer, in order, to the first output of its
     shape and dtype still without one, so each donated leaf is paired with the root that
-    updates it (`_updated_leaf`), then the rest with roots of their shape and dtype, and
+    updates it (the nearest: `_leaves_near`), then the rest with roots of their shape and dtype, and
     the paired roots come first, in the donated leaves' order: an output written into the
     buffer of a value read later would make XLA copy that value first.
     """
@@ -171,10 +178,13 @@ def _donation(roots, leaves, held):
     if not free:
         return [], roots
     paired = {}
-    for r in roots:
-        leaf = _updated_leaf(r, free)
-        if leaf is not None:
-            paired[id(r)] = free.pop(id(leaf))
+    near = [_leaves_near(r, free) for r in roots]
+    for level in range(len(near[0])):  # the nearest pairs first
+        for r, levels in zip(roots, near):
+            if id(r) not in paired:
+                leaf = next((v for v in levels[level] if id(v) in free), None)
+                if leaf is not None:
+                    paired[id(r)] = free.pop(id(leaf))
     rest = collections.defaultdict(collections.deque)
     for v in free.values():
         rest[(v.shape, v.dtype)].append(v)
@@ -241,6 +251,7 @@ def walk(values, held=None):
             roots.append(v)
     if not roots:
         return None
+    pending = roots
     roots, derived = _derived_bases(roots)
     order, node_pos, leaves = _collect(roots)
     for v in leaves:
@@ -267,7 +278,10 @@ def walk(values, held=None):
            tuple(type(s) for s in scalars))
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
     program = Program(tuple(plan), root_refs, len(donated), key[-1])
-    return Walk(order, roots, key, program, args, derived)
+    w = Walk(order, roots, key, program, args, derived)
+    w.pending, w.leaves = pending, donated + kept
+    w.free = tuple(held is not None and id(v.data) not in held for v in w.leaves)
+    return w
 
 
 def dependent_roots(w: Walk, position):
@@ -279,14 +293,38 @@ def dependent_roots(w: Walk, position):
     return [v for v, (p, _) in zip(w.roots, w.program.roots) if p in bad]
 
 
+class _Key:
+    """A program's cache key, hashed once (a step's key holds every node of its graph)."""
+    __slots__ = ("key", "hash")
+
+    def __init__(self, key):
+        self.key, self.hash = key, hash(key)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return self is other or (type(other) is _Key and other.hash == self.hash and other.key == self.key)
+
+
+def cached(program: Program) -> bool:
+    """Whether `program` is still in the cache (marked used if so)."""
+    return _cache.get(program.cache_key) is program
+
+
 def program_for(w: Walk) -> Program:
-    """The compiled program of walk `w`, cached per (graph, device)."""
-    key = (w.key, w.device)
+    """The compiled program of walk `w`, cached per (graph, device). A walk made from a
+    cached program's plan (`graph_cache`) comes with its program."""
+    if w.program.compiled is not None:
+        metrics.count("CachedCompile")
+        return w.program
+    key = _Key((w.key, w.device))
     program = _cache.get(key)
     if program is not None:
         metrics.count("CachedCompile")
         return program
     program = w.program
+    program.cache_key = key
     metrics.count("UncachedCompile")
     start = time.perf_counter_ns()
     placement = SingleDeviceSharding(runtime.jax_device(w.device))

@@ -18,7 +18,7 @@ import time
 import jax
 import torch
 
-from . import compiler, metrics, replicated, runtime, spmd_program
+from . import compiler, graph_cache, metrics, replicated, runtime, spmd_program
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -125,7 +125,7 @@ def _run(values, held=None) -> None:
     """Materialises the pending `values` (all on one device) in one program. If it fails,
     the values computed from what failed raise the error when used; the others stay
     pending, intact."""
-    w = compiler.walk(values, held)
+    w = graph_cache.lookup(values, held) or compiler.walk(values, held)
     if w is None:
         return
     if w.collective and held is not None:
@@ -161,6 +161,7 @@ def _execute(w):
     start = time.perf_counter_ns()
     outputs = program.compiled(*w.call_args)
     metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    graph_cache.remember(w, program)
     return outputs
 
 
