@@ -10,6 +10,11 @@ every live pending tensor and donates the buffers no live tensor holds any more.
 Checks of computed values (a factorization's `info`) are deferred (`defer_check`): the
 values join the outputs of the next program that runs on their device (at `mark_step`, or
 a host read), and are checked on the host once it ran, with no device run of their own.
+
+Programs run asynchronously: `mark_step` returns once the program is launched (each root
+holds a buffer jax is still computing), so tracing the next step overlaps it; only a read
+of values waits (`to_cpu`, `wait_device_ops`), and a step with deferred checks, whose
+errors `mark_step` raises.
 """
 import os
 import threading
