@@ -168,9 +168,10 @@ def _donation(roots, leaves, held):
     Only a buffer an output of the same shape and dtype can reuse is worth donating (XLA
     ignores the rest). jax gives each donated buffer, in order, to the first output of its
     shape and dtype still without one, so each donated leaf is paired with the root that
-    updates it (the nearest: `_leaves_near`), then the rest with roots of their shape and dtype, and
-    the paired roots come first, in the donated leaves' order: an output written into the
-    buffer of a value read later would make XLA copy that value first.
+    updates it (the nearest pairs first: `_leaves_near`), then the rest with roots of their
+    shape and dtype, and the paired roots come first, in the donated leaves' order: an
+    output written into the buffer of a value read later would make XLA copy that value
+    first.
     """
     if held is None:
         return [], roots
