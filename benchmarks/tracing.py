@@ -29,7 +29,7 @@ def graph(x):
     return y
 
 
-def mark_step_time(x, repeat=50):
+def mark_step_time(x, repeat=200):
     """One mark_step of a cached graph of MARK_STEP_OPS ops, best of `repeat`."""
     def traced():
         y = x
