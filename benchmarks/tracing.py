@@ -1,7 +1,9 @@
 """Tracing cost: a graph of 300 small ops, replayed; microseconds per op.
 
 `per_op_us` is the whole replay (trace 300 ops, look the program up, run it) divided by 300.
-`trace_only_us` leaves the sync out. `floor_us` is what PyTorch's own dispatch costs for a
+`trace_only_us` leaves the sync out. `mark_step_ms` is one `mark_step` of a graph of 200
+small ops already compiled (the graph traced first, untimed): finding the program and
+launching it, the best of many. `floor_us` is what PyTorch's own dispatch costs for a
 wrapper subclass whose __torch_dispatch__ only makes a new wrapper (functionalization on
 top, as for our tensors): no engine can go below it from Python.
 
@@ -17,6 +19,7 @@ import torch_xla.core.xla_model as xm
 from common import report, steady_time
 
 N_OPS = 300
+MARK_STEP_OPS = 200
 
 
 def graph(x):
@@ -24,6 +27,23 @@ def graph(x):
     for _ in range(N_OPS // 3):
         y = (y * 1.001 + 0.001).relu()
     return y
+
+
+def mark_step_time(x, repeat=200):
+    """One mark_step of a cached graph of MARK_STEP_OPS ops, best of `repeat`."""
+    def traced():
+        y = x
+        for _ in range(MARK_STEP_OPS // 2):
+            y = y * 1.001 + 0.001
+        return y
+    held, best = [None], float("inf")
+    for _ in range(repeat):
+        held[0] = traced()
+        start = time.perf_counter()
+        xm.mark_step()
+        best = min(best, time.perf_counter() - start)
+    xm.wait_device_ops()
+    return best
 
 
 class _Floor(torch.Tensor):
@@ -57,11 +77,13 @@ def main():
     whole = steady_time(replay, xm.mark_step, blocks=7, steps_per_block=1)
     trace_only = best_of(lambda: graph(x))
     xm.mark_step()
+    mark_step = mark_step_time(x)
     floor_tensor = torch._to_functional_tensor(_Floor((16, 16)))
     floor = best_of(lambda: graph(floor_tensor))
     compiled_us, lazy_us = per_call_us(dev)
     report("tracing", {"per_op_us": whole / N_OPS * 1e6, "trace_only_us": trace_only / N_OPS * 1e6,
                        "floor_us": floor / N_OPS * 1e6, "target_us": 15.0,
+                       "mark_step_ms": mark_step * 1e3,
                        "compiled_call_us": compiled_us, "lazy_call_us": lazy_us})
 
 

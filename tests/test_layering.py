@@ -27,7 +27,7 @@ STAGES = (
     ("torch_xla._lazy.graph_capture", "torch_xla._lazy.graph_capture.decompose"),
     ("torch_xla._lazy.graph_capture.fx_lowering",),
     ("torch_xla._lazy.execution", "torch_xla._lazy.graph_dump"),
-    ("torch_xla._lazy.spmd_program",),
+    ("torch_xla._lazy.spmd_program", "torch_xla._lazy.graph_cache"),
     ("torch_xla._lazy.manual",),
     ("torch_xla._lazy.compiler",),
     ("torch_xla._lazy.debug",),

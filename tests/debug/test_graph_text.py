@@ -79,4 +79,4 @@ def test_xla_flags_pass_through_to_xla(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "6.0", out.stderr
-    assert any(n.endswith(".txt") and "jit_run_traced" in n for n in os.listdir(dump))
+    assert any(n.endswith(".txt") and "jit_run_packed" in n for n in os.listdir(dump))

@@ -5,17 +5,23 @@ down as a structural key: each node's key and the positions of its inputs, the s
 dtypes of the device buffers it reads, which of them are donated. `program_for(walk)` looks
 the program up by that key and the device it runs on; on a miss, a Python function that
 replays the lowerings is compiled with `jax.jit`, placed on that device. Dynamic scalars
-are program parameters. Buffers that no live tensor holds any more (an in-place update
-replaced them) are donated, so a step keeps one copy of the model.
+are program parameters, passed packed: one array per Python type (float, int, bool,
+complex), each element made weakly typed again inside the program, as jax types a Python
+scalar (a launch converts each argument apart: 200 scalars cost 0.3 ms, one array 3 µs).
+Buffers that no live tensor holds any more (an in-place update replaced them) are donated,
+so a step keeps one copy of the model.
 """
 import collections
 import time
 
 import jax
+import numpy as np
+from jax._src.lax.lax import _convert_element_type
 from jax.sharding import SingleDeviceSharding
 
 from . import debug, metrics, runtime
 from .caches import LRUCache
+from .ir import In, Node
 from .lowering import call_lowering
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -29,15 +35,45 @@ class LoweringError(Exception):
         self.position, self.cause = position, cause
 
 
-class Program:
-    """A compiled program and the plan it replays (no references to live values)."""
-    __slots__ = ("compiled", "plan", "roots", "n_donated")
+_SCALAR_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64), bool: np.dtype(np.bool_),
+                  complex: np.dtype(np.complex128)}
 
-    def __init__(self, plan, roots, n_donated):
+
+def _scalar_groups(types):
+    """(dtype, positions) of each Python scalar type present, in `_SCALAR_DTYPES`' order."""
+    return tuple((dtype, tuple(i for i, t in enumerate(types) if t is kind))
+                 for kind, dtype in _SCALAR_DTYPES.items() if kind in types)
+
+
+class Program:
+    """A compiled program and the plan it replays (no references to live values).
+    `compiled` takes (donated buffers, kept buffers, packed scalars: `pack`)."""
+    __slots__ = ("compiled", "plan", "roots", "n_donated", "n_scalars", "scalar_groups",
+                 "cache_key", "replay", "__weakref__")
+
+    def __init__(self, plan, roots, n_donated, scalar_types):
         self.plan = plan
         self.roots = roots
         self.n_donated = n_donated
-        self.compiled = None
+        self.n_scalars = len(scalar_types)
+        self.scalar_groups = _scalar_groups(scalar_types)
+        self.compiled = self.cache_key = None
+        self.replay = None  # graph_cache.Replay, once the program ran from a walk
+
+    def pack(self, scalars):
+        """The dynamic scalars as the compiled program takes them: one array per type."""
+        groups = self.scalar_groups
+        if len(groups) == 1:
+            return (np.array(scalars, groups[0][0]),)
+        return tuple(np.array([scalars[i] for i in positions], dtype) for dtype, positions in groups)
+
+    def run_packed(self, donated, kept, packed):
+        scalars = [None] * self.n_scalars
+        for array, (dtype, positions) in zip(packed, self.scalar_groups):
+            for k, i in enumerate(positions):
+                x = array[k]
+                scalars[i] = x if dtype == np.bool_ else _convert_element_type(x, dtype, weak_type=True)
+        return self.run_traced(donated, kept, scalars)
 
     def run_traced(self, donated, kept, scalars):
         leaves = donated + kept
@@ -79,13 +115,128 @@ class Walk:
     """One program's worth of pending values, ready to compile or to inspect: the nodes in
     topological order, the roots, the structural key, the unjitted program and its
     arguments (donated buffers, kept buffers, scalars), the device it runs on, and whether
-    it holds a collective (then it runs over every replica: `_lazy/replicated`)."""
-    __slots__ = ("order", "roots", "key", "program", "args", "device", "collective")
+    it holds a collective (then it runs over every replica: `_lazy/replicated`).
+    `call_args` are the arguments as the compiled program takes them (scalars packed)."""
+    __slots__ = ("order", "roots", "key", "program", "args", "device", "collective", "derived",
+                 "pending", "leaves", "free")
 
-    def __init__(self, order, roots, key, program, args):
+    @property
+    def call_args(self):
+        donated, kept, scalars = self.args
+        return donated, kept, self.program.pack(scalars)
+
+    def __init__(self, order, roots, key, program, args, derived=(), collective=None):
         self.order, self.roots, self.key, self.program, self.args = order, roots, key, program, args
         self.device = roots[0].device
-        self.collective = any(node.op.collective for node in order)
+        self.collective = any(node.op.collective for node in order) if collective is None else collective
+        self.derived = derived
+        # For `graph_cache`: the pending values asked for (deduplicated, before the bases
+        # left out), the leaf values in argument order, and which of them were not held.
+        self.pending = self.leaves = self.free = None
+
+    def rederive(self) -> None:
+        """Once the program ran: each base left out of its outputs (`_derived_bases`) becomes
+        a pending view of the output it was left out for."""
+        for base, op, template, view in self.derived:
+            base.node, base.index = Node(op, template, (view,), (), ((base.shape, base.dtype),)), 0
+
+
+def _leaves_near(root, free, depth=3):
+    """The free leaves of `root`'s shape and dtype that `root` may update, by distance: those
+    reached through nodes of that shape and dtype, `depth` levels at most (an in-place
+    update's functional form reads the old value directly, or a few elementwise ops deep)."""
+    aval = (root.shape, root.dtype)
+    levels, frontier, seen = [], [root.node], set()
+    for _ in range(depth):
+        found, deeper = [], []
+        for node in frontier:
+            for v in node.inputs:
+                if v.node is None:
+                    if id(v) in free and (v.shape, v.dtype) == aval:
+                        found.append(v)
+                elif id(v.node) not in seen and v.node.avals[v.index] == aval:
+                    seen.add(id(v.node))
+                    deeper.append(v.node)
+        levels.append(found)
+        frontier = deeper
+    return levels
+
+
+def _donation(roots, leaves, held):
+    """The leaves donated to the program and the roots in output order.
+
+    Only a buffer an output of the same shape and dtype can reuse is worth donating (XLA
+    ignores the rest). jax gives each donated buffer, in order, to the first output of its
+    shape and dtype still without one, so each donated leaf is paired with the root that
+    updates it (the nearest pairs first: `_leaves_near`), then the rest with roots of their
+    shape and dtype, and the paired roots come first, in the donated leaves' order: an
+    output written into the buffer of a value read later would make XLA copy that value
+    first.
+    """
+    if held is None:
+        return [], roots
+    free = {id(v): v for v in leaves if id(v.data) not in held}
+    if not free:
+        return [], roots
+    paired = {}
+    near = [_leaves_near(r, free) for r in roots]
+    for level in range(len(near[0])):  # the nearest pairs first
+        for r, levels in zip(roots, near):
+            if id(r) not in paired:
+                leaf = next((v for v in levels[level] if id(v) in free), None)
+                if leaf is not None:
+                    paired[id(r)] = free.pop(id(leaf))
+    rest = collections.defaultdict(collections.deque)
+    for v in free.values():
+        rest[(v.shape, v.dtype)].append(v)
+    for r in roots:
+        if id(r) not in paired and rest[(r.shape, r.dtype)]:
+            paired[id(r)] = rest[(r.shape, r.dtype)].popleft()
+    ordered = [r for r in roots if id(r) in paired] + [r for r in roots if id(r) not in paired]
+    return [paired[id(r)] for r in ordered if id(r) in paired], ordered
+
+
+_INVOLUTIONS = {"aten.t_copy.default", "aten.transpose_copy.int"}
+_RESHAPES = {"aten.view_copy.default", "aten._unsafe_view.default", "aten.reshape.default",
+             "aten._reshape_alias_copy.default"}
+
+
+def _inverse_template(node, base):
+    """The template of `node`'s op that gives `base` back from `node`'s output, or None if
+    `node` is no transpose or reshape of `base`."""
+    name = node.op.name
+    if name in _INVOLUTIONS:
+        return node.template
+    if name in _RESHAPES:
+        return ((In(0), base.shape), ())
+    return None
+
+
+def _derived_bases(roots):
+    """The roots less the bases of views among them, and (base, op, template, view) for each
+    base left out: `base` is the view's output transposed or reshaped back.
+
+    Functionalization keeps the base of every view alive (autograd's weight gradients are
+    `t()` of an `mm`, bias gradients a `view` of a `sum`), so both would be outputs, in two
+    layouts: XLA would copy one into the other. Left out, a base is computed from its view
+    only if it is used (`Walk.rederive`).
+    """
+    index = {id(v): v for v in roots}
+    dropped, derived = set(), []
+    for v in roots:
+        node = v.node
+        if id(v) in dropped or not node.inputs:
+            continue
+        base = node.inputs[0]
+        if id(base) not in index or id(base) in dropped or base is v or base.sharding is not None:
+            continue
+        template = _inverse_template(node, base)
+        if template is not None:
+            dropped.add(id(base))
+            derived.append((base, node.op, template, v))
+    if not derived:
+        return roots, ()
+    return [v for v in roots if id(v) not in dropped], tuple(derived)
 
 
 def walk(values, held=None):
@@ -101,21 +252,15 @@ def walk(values, held=None):
             roots.append(v)
     if not roots:
         return None
+    pending = roots
+    roots, derived = _derived_bases(roots)
     order, node_pos, leaves = _collect(roots)
     for v in leaves:
         if v.data is None:
             raise v.failure()
-    # Donated leaves first: the program takes them as its first argument. Only a buffer an
-    # output of the same shape and dtype can reuse is worth donating (XLA ignores the rest).
-    reusable = collections.Counter((v.shape, v.dtype) for v in roots)
-    donated, kept = [], []
-    for v in leaves:
-        aval = (v.shape, v.dtype)
-        if held is not None and id(v.data) not in held and reusable[aval] > 0:
-            reusable[aval] -= 1
-            donated.append(v)
-        else:
-            kept.append(v)
+    donated, roots = _donation(roots, leaves, held)
+    chosen = {id(v) for v in donated}
+    kept = [v for v in leaves if id(v) not in chosen]
     leaf_pos = {id(v): i for i, v in enumerate(donated + kept)}
 
     def ref(v):
@@ -133,7 +278,11 @@ def walk(values, held=None):
            tuple((v.shape, v.dtype) for v in donated), tuple((v.shape, v.dtype) for v in kept),
            tuple(type(s) for s in scalars))
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
-    return Walk(order, roots, key, Program(tuple(plan), root_refs, len(donated)), args)
+    program = Program(tuple(plan), root_refs, len(donated), key[-1])
+    w = Walk(order, roots, key, program, args, derived)
+    w.pending, w.leaves = pending, donated + kept
+    w.free = tuple(held is not None and id(v.data) not in held for v in w.leaves)
+    return w
 
 
 def dependent_roots(w: Walk, position):
@@ -145,20 +294,44 @@ def dependent_roots(w: Walk, position):
     return [v for v, (p, _) in zip(w.roots, w.program.roots) if p in bad]
 
 
+class _Key:
+    """A program's cache key, hashed once (a step's key holds every node of its graph)."""
+    __slots__ = ("key", "hash")
+
+    def __init__(self, key):
+        self.key, self.hash = key, hash(key)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return self is other or (type(other) is _Key and other.hash == self.hash and other.key == self.key)
+
+
+def cached(program: Program) -> bool:
+    """Whether `program` is still in the cache (marked used if so)."""
+    return _cache.get(program.cache_key) is program
+
+
 def program_for(w: Walk) -> Program:
-    """The compiled program of walk `w`, cached per (graph, device)."""
-    key = (w.key, w.device)
+    """The compiled program of walk `w`, cached per (graph, device). A walk made from a
+    cached program's plan (`graph_cache`) comes with its program."""
+    if w.program.compiled is not None:
+        metrics.count("CachedCompile")
+        return w.program
+    key = _Key((w.key, w.device))
     program = _cache.get(key)
     if program is not None:
         metrics.count("CachedCompile")
         return program
     program = w.program
+    program.cache_key = key
     metrics.count("UncachedCompile")
     start = time.perf_counter_ns()
     placement = SingleDeviceSharding(runtime.jax_device(w.device))
-    jitted = jax.jit(program.run_traced, donate_argnums=(0,) if program.n_donated else (),
+    jitted = jax.jit(program.run_packed, donate_argnums=(0,) if program.n_donated else (),
                      out_shardings=placement)
-    program.compiled = jitted.lower(*w.args).compile()
+    program.compiled = jitted.lower(*w.call_args).compile()
     metrics.sample("CompileTime", time.perf_counter_ns() - start)
     if debug.enabled():
         debug.explain_compile(w.order, w.roots)

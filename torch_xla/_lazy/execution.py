@@ -10,6 +10,11 @@ every live pending tensor and donates the buffers no live tensor holds any more.
 Checks of computed values (a factorization's `info`) are deferred (`defer_check`): the
 values join the outputs of the next program that runs on their device (at `mark_step`, or
 a host read), and are checked on the host once it ran, with no device run of their own.
+
+Programs run asynchronously: `mark_step` returns once the program is launched (each root
+holds a buffer jax is still computing), so tracing the next step overlaps it; only a read
+of values waits (`to_cpu`, `wait_device_ops`), and a step with deferred checks, whose
+errors `mark_step` raises.
 """
 import os
 import threading
@@ -18,7 +23,7 @@ import time
 import jax
 import torch
 
-from . import compiler, manual, metrics, replicated, runtime, spmd_program, user_code
+from . import compiler, graph_cache, manual, metrics, replicated, runtime, spmd_program, user_code
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -134,11 +139,15 @@ def _run(values, held=None) -> None:
     """Materialises the pending `values` (all on one device) in one program. If it fails,
     the values computed from what failed raise the error when used; the others stay
     pending, intact."""
-    w = compiler.walk(values, held)
+    w = graph_cache.lookup(values, held) or compiler.walk(values, held)
     if w is None:
         return
+    if w.collective and held is not None:
+        # Replicas must agree on the program, and which buffers are still held can differ
+        # between them (a dead tensor not yet collected): no donation here.
+        w = compiler.walk(values)
     try:
-        outputs = _execute(w, values, held)
+        outputs = _execute(w)
     except compiler.LoweringError as e:
         error = ExecutionError(_describe_failure(w, e.position, e.cause))
         for v in compiler.dependent_roots(w, e.position):
@@ -152,23 +161,21 @@ def _run(values, held=None) -> None:
         raise error from e
     for v, out in zip(w.roots, outputs):
         v.set_data(out)
+    w.rederive()
     _save_graph(w.order)
 
 
-def _execute(w, values, held):
+def _execute(w):
     if runtime.is_spmd():
         return spmd_program.run(w)
     if w.collective:
-        if held is not None:
-            # Replicas must agree on the program, and which buffers are still held can differ
-            # between them (a dead tensor not yet collected): no donation here.
-            w = compiler.walk(values)
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
         return replicated.run(w.device, call)
     program = compiler.program_for(w)
     start = time.perf_counter_ns()
-    outputs = program.compiled(*w.args)
+    outputs = program.compiled(*w.call_args)
     metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    graph_cache.remember(w, program)
     return outputs
 
 

@@ -81,7 +81,7 @@ def lowered(tensors):
         return None
     if runtime.is_spmd():
         return spmd_program.lowered(w)
-    return jax.jit(w.program.run_traced).lower(*w.args)
+    return jax.jit(w.program.run_packed).lower(*w.call_args)
 
 
 def program_text(tensors, dialect: str = "stablehlo") -> str:
@@ -97,7 +97,7 @@ def program_bytecode(tensors) -> bytes:
     w = _walk(tensors)
     if w is None:
         return b""
-    exported = jax.export.export(jax.jit(w.program.run_traced))(*w.args)
+    exported = jax.export.export(jax.jit(w.program.run_packed))(*w.call_args)
     return bytes(exported.mlir_module_serialized)
 
 

@@ -7,46 +7,72 @@ template of its arguments (static values in place, `In`/`Sc` placeholders for te
 and dynamic Python scalars), its input values and its scalar values. `Node.key` is
 structural: it names the op and its static arguments, never buffer contents or scalar
 values, so graphs that differ only in data or scalars share one compiled program.
+
+Each node also gets, as it is made, `type` (its key interned: equal keys, one number) and
+`hash`, from its type and its inputs' hashes (as torch's lazy tensor core hashes nodes), so
+a step's graph is looked up by its roots' hashes without walking it (`compiler`).
 """
+import itertools
 
 
 class In:
-    """Placeholder for tensor input `i` of a node in its argument template."""
+    """Placeholder for tensor input `i` of a node in its argument template. Interned: one
+    object per `i`, compared and hashed by identity (templates are hashed per node)."""
     __slots__ = ("i",)
+    _made = {}
 
-    def __init__(self, i):
-        self.i = i
+    def __new__(cls, i):
+        made = cls._made.get(i)
+        if made is None:
+            made = object.__new__(cls)
+            made.i = i
+            made = cls._made.setdefault(i, made)
+        return made
 
-    def __eq__(self, other):
-        return type(other) is In and other.i == self.i
-
-    def __hash__(self):
-        return hash(("In", self.i))
+    def __reduce__(self):
+        return In, (self.i,)
 
     def __repr__(self):
         return f"%{self.i}"
 
 
 class Sc:
-    """Placeholder for dynamic scalar `i` of a node (a program parameter, not a constant)."""
+    """Placeholder for dynamic scalar `i` of a node (a program parameter, not a constant),
+    of Python type `type`. Interned like `In`."""
     __slots__ = ("i", "type")
+    _made = {}
 
-    def __init__(self, i, type_):
-        self.i = i
-        self.type = type_
+    def __new__(cls, i, type_):
+        made = cls._made.get((i, type_))
+        if made is None:
+            made = object.__new__(cls)
+            made.i, made.type = i, type_
+            made = cls._made.setdefault((i, type_), made)
+        return made
 
-    def __eq__(self, other):
-        return type(other) is Sc and other.i == self.i and other.type is self.type
-
-    def __hash__(self):
-        return hash(("Sc", self.i, self.type))
+    def __reduce__(self):
+        return Sc, (self.i, self.type)
 
     def __repr__(self):
         return f"${self.i}:{self.type.__name__}"
 
 
+_types = {}                 # node key -> its number
+_numbers = itertools.count()
+_MAX_TYPES = 1 << 16        # then forgotten together: numbers are never reused
+
+
+def _type_of(key) -> int:
+    number = _types.get(key)
+    if number is None:
+        if len(_types) >= _MAX_TYPES:
+            _types.clear()
+        number = _types.setdefault(key, next(_numbers))
+    return number
+
+
 class Node:
-    __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin")
+    __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin", "type", "hash")
 
     def __init__(self, op, template, inputs, scalars, avals, origin=None):
         self.op = op                  # lowering.Lowering
@@ -54,8 +80,13 @@ class Node:
         self.inputs = inputs          # tuple[Value]
         self.scalars = scalars        # tuple of Python scalars, program parameters
         self.avals = avals            # tuple[(shape, torch.dtype)] of the outputs
-        self.key = (op.name, template, avals)
         self.origin = origin          # `user_code.user_line()` of the call that made it, or None
+        self.key = key = (op.name, template, avals)
+        self.type = h = _type_of(key)
+        for v in inputs:
+            node = v.node
+            h = hash((h, node.hash, v.index)) if node is not None else hash((h, v.shape))
+        self.hash = h
 
 
 class Value:

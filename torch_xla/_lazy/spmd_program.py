@@ -148,7 +148,7 @@ def run(w):
                            "collectives a sharded program needs (use mark_sharding)")
     layout = _layout(w)
     if layout is None:
-        compiled, args = compiler.program_for(w).compiled, w.args
+        compiled, args = compiler.program_for(w).compiled, w.call_args
     else:
         compiled, args = _compiled(w, layout), layout.args
         _keep_placed(w, layout)

@@ -1,0 +1,156 @@
+"""A step's graph found again without walking it: by its roots' hashes, then checked
+against the replay plan of the program compiled for it.
+
+`compiler.walk` walks a graph in post order and keys it by its whole structure; on a
+graph of 200 small ops that costs more than running the program. Every node carries a
+hash made as it was built (`ir.Node`: its type and its inputs' hashes), so `lookup`
+combines the roots' hashes and finds the program last run for them. A hash can match a
+different graph, so the graph is then checked against the program's `Replay`, edge by
+edge and with identity tests only, gathering the leaves and scalars on the way: the
+checks equal structural keys stand for. A graph that fails them takes the walk.
+"""
+import weakref
+
+from . import compiler, runtime
+
+# (device, roots' hash) -> weak reference to the Program last run for those roots: only
+# compiler's cache keeps programs alive.
+_programs = {}
+_MAX_ENTRIES = 4096     # then forgotten together
+
+
+def _pending(values):
+    pending, seen = [], set()
+    for v in values:
+        if v.node is not None and id(v) not in seen:
+            seen.add(id(v))
+            pending.append(v)
+    return pending
+
+
+def _roots_hash(pending) -> int:
+    h = len(pending)
+    for v in pending:
+        h = hash((h, v.node.hash, v.index))
+    return h
+
+
+class Replay:
+    """How to rebuild a program's walk from the pending values it was compiled for: where
+    each node is found (a pending value, or an input of a node found before it), the type
+    each node must have, the other inputs each node must read (nodes and leaves), the
+    leaves' shapes and dtypes and which were free to donate, which pending values are the
+    outputs and which bases were left out (`compiler._derived_bases`). A node's type fixes
+    its template, so its number of inputs."""
+    __slots__ = ("n_pending", "sources", "types", "node_edges", "leaf_edges", "leaf_avals",
+                 "free", "roots", "derived", "scalar_nodes")
+
+    def __init__(self, w):
+        order, plan = w.order, w.program.plan
+        position = {id(n): p for p, n in enumerate(order)}
+        index = {id(v): k for k, v in enumerate(w.pending)}
+        self.n_pending = len(w.pending)
+        self.types = tuple(n.type for n in order)
+        sources = [None] * len(order)
+        for k, v in enumerate(w.pending):
+            p = position.get(id(v.node))
+            if p is not None and sources[p] is None:
+                sources[p] = (-1 - k, 0, v.index)
+        node_edges, leaf_edges = [], []
+        for q, (_, _, refs, _, _, _) in enumerate(plan):
+            for j, (p, i) in enumerate(refs):
+                if p < 0:
+                    leaf_edges.append((q, j, i))
+                elif sources[p] is None:
+                    sources[p] = (q, j, i)
+                else:
+                    node_edges.append((q, j, p, i))
+        self.sources = tuple(sources)
+        self.node_edges, self.leaf_edges = tuple(node_edges), tuple(leaf_edges)
+        self.leaf_avals = tuple((v.shape, v.dtype) for v in w.leaves)
+        self.free = w.free
+        self.roots = tuple(index[id(v)] for v in w.roots)
+        self.derived = tuple((index[id(b)], index[id(v)], op, template) for b, op, template, v in w.derived)
+        self.scalar_nodes = tuple(p for p, (_, _, _, s0, s1, _) in enumerate(plan) if s1 > s0)
+
+    def match(self, pending, held, program):
+        """The walk of `pending` for `program` if they are the graph it was compiled for."""
+        if len(pending) != self.n_pending:
+            return None
+        types, sources = self.types, self.sources
+        nodes = [None] * len(types)
+        leaves = [None] * len(self.leaf_avals)
+        try:
+            for p in range(len(types) - 1, -1, -1):
+                q, j, i = sources[p]
+                v = pending[-1 - q] if q < 0 else nodes[q].inputs[j]
+                node = v.node
+                if node is None or node.type != types[p] or v.index != i:
+                    return None
+                nodes[p] = node
+            for q, j, p, i in self.node_edges:
+                v = nodes[q].inputs[j]
+                if v.node is not nodes[p] or v.index != i:
+                    return None
+            for q, j, i in self.leaf_edges:
+                v = nodes[q].inputs[j]
+                if v.node is not None:
+                    return None
+                if leaves[i] is None:
+                    leaves[i] = v
+                elif leaves[i] is not v:
+                    return None
+        except IndexError:
+            return None
+        if None in leaves or len({id(v) for v in leaves}) != len(leaves):
+            return None
+        for v, (shape, dtype), free in zip(leaves, self.leaf_avals, self.free):
+            if v.shape != shape or v.dtype is not dtype:
+                return None
+            if v.data is None:
+                raise v.failure()
+            if (held is not None and id(v.data) not in held) is not free:
+                return None
+        roots = []
+        for k, (p, i) in zip(self.roots, program.roots):
+            v = pending[k]
+            if v.node is not nodes[p] or v.index != i:
+                return None
+            roots.append(v)
+        derived = []
+        for b, k, op, template in self.derived:
+            base, view = pending[b], pending[k]
+            if view.node.inputs[0] is not base or base.sharding is not None:
+                return None
+            derived.append((base, op, template, view))
+        scalars = tuple([s for p in self.scalar_nodes for s in nodes[p].scalars])
+        n = program.n_donated
+        args = (tuple([v.data for v in leaves[:n]]), tuple([v.data for v in leaves[n:]]), scalars)
+        return compiler.Walk(nodes, roots, program.cache_key, program, args, tuple(derived),
+                             collective=False)
+
+
+def lookup(values, held=None):
+    """The walk of the pending `values` (one device) made from the plan of the program
+    last run for the same roots, or None (then `compiler.walk`)."""
+    if runtime.is_spmd():
+        return None
+    pending = _pending(values)
+    if not pending:
+        return None
+    ref = _programs.get((pending[0].device, _roots_hash(pending)))
+    program = None if ref is None else ref()
+    if program is None or not compiler.cached(program):
+        return None
+    return program.replay.match(pending, held, program)
+
+
+def remember(w, program) -> None:
+    """After walk `w` ran as `program`: later steps with the same roots find it by hash."""
+    if w.collective or w.pending is None or runtime.is_spmd():
+        return
+    if program.replay is None:
+        program.replay = Replay(w)
+    if len(_programs) >= _MAX_ENTRIES:
+        _programs.clear()
+    _programs[(w.device, _roots_hash(w.pending))] = weakref.ref(program)
