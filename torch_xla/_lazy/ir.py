@@ -48,19 +48,24 @@ class Sc:
 class Node:
     __slots__ = ("op", "template", "inputs", "scalars", "avals", "key")
 
-    def __init__(self, op, template, inputs, scalars, avals):
+    def __init__(self, op, template, inputs, scalars, avals, key=None):
         self.op = op                  # lowering.Lowering
         self.template = template      # (args, kwargs) with In/Sc placeholders
         self.inputs = inputs          # tuple[Value]
         self.scalars = scalars        # tuple of Python scalars, program parameters
         self.avals = avals            # tuple[(shape, torch.dtype)] of the outputs
-        self.key = (op.name, template, avals)
+        # `key_of(op, template, avals)`, given by callers that made it once for many nodes
+        self.key = Node.key_of(op, template, avals) if key is None else key
+
+    @staticmethod
+    def key_of(op, template, avals):
+        return (op.name, template, avals)
 
 
 class Value:
     """`error` is set only on a value whose program failed (then it has neither a node nor
     data): using it raises `failure()`."""
-    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "error", "sharding",
+    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "key", "error", "sharding",
                  "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None):
@@ -70,6 +75,7 @@ class Value:
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        self.key = (shape, dtype, device)  # what a call's signature records of it (None: failed)
         self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
 
     @property
@@ -82,7 +88,7 @@ class Value:
 
     def fail(self, error) -> None:
         """The value cannot be computed (its program failed with `error`)."""
-        self.node = self.data = None
+        self.node = self.data = self.key = None
         self.error = error
 
     def failure(self) -> RuntimeError:
