@@ -162,39 +162,64 @@ def trace(func, lowering, args, kwargs):
     return _emit(*_plan_call(func, lowering, args, kwargs))
 
 
-# Plans of calls whose arguments are only XLA tensors and numbers, no keywords (most calls):
-# keyed by the op and each argument's (shape, dtype, device), number type, or static value.
+# Plans of calls whose arguments are XLA tensors, numbers, and lists of them, dtypes, devices,
+# strings and None (nearly every call): keyed by the op and each argument's (shape, dtype,
+# device), number type (a program parameter) or static value.
 _plans = GenerationCache("TracePlan", "XLA_IR_SHAPE_CACHE_SIZE", 12288)
 _recent_plan = _plans.recent.get
+_STATIC = frozenset({type(None), str, torch.dtype, torch.device, torch.memory_format, torch.layout})
 
 
-def _trace_simple(func, lowering, dynamic, args):
-    """`trace` of a call with positional arguments only (`dynamic`: per position, whether a
-    number there is a program parameter); None where an argument is neither an XLA tensor
-    nor a number (or a static float: -0.0 and 0.0 would share a key)."""
+class _Uncached(Exception):
+    """An argument `_trace_cached` does not key (the call takes `trace`'s way)."""
+
+
+def _arg_key(a, dyn, inputs, scalars):
+    """The plan key of argument `a` (`dyn`: a number there is a program parameter); its
+    tensors and parameters appended to `inputs` and `scalars` in `_encode_call`'s order."""
+    t = type(a)
+    if t is XLATensor:
+        v = a._value
+        inputs.append(v)
+        return v.key
+    if t is float or t is int or t is bool:
+        if dyn:
+            scalars.append(a)
+            return t
+        if t is float and not (a == a and a != 0.0):
+            raise _Uncached  # -0.0 and 0.0 (and NaNs) are equal keys of different constants
+        return (t, a)
+    if t is list or t is tuple:
+        return (list, *[_arg_key(o, dyn, inputs, scalars) for o in a])
+    if t in _STATIC:
+        return a
+    raise _Uncached
+
+
+def _trace_cached(func, lowering, dynamic, names, args, kwargs):
+    """`trace` through the plan cache (`dynamic`: per position, whether a number there is a
+    program parameter; `names`: the same for keywords); None where an argument has no key."""
     key, inputs, scalars = [id(func)], [], []
-    i = 0
-    for a in args:
-        t = type(a)
-        if t is XLATensor:
-            v = a._value
-            key.append(v.key)
-            inputs.append(v)
-        elif t is float or t is int or t is bool:
-            if dynamic[i]:
-                scalars.append(a)
-                key.append(t)
-            elif t is float:
-                return None
+    try:
+        i = 0
+        for a in args:
+            if type(a) is XLATensor:  # the common case, inline
+                v = a._value
+                inputs.append(v)
+                key.append(v.key)
             else:
-                key.append((t, a))
-        else:
-            return None
-        i += 1
+                key.append(_arg_key(a, dynamic[i], inputs, scalars))
+            i += 1
+        if kwargs:
+            for k, a in kwargs.items():
+                key.append(k)
+                key.append(_arg_key(a, k in names, inputs, scalars))
+    except _Uncached:
+        return None
     key = tuple(key)
     plan = _recent_plan(key) or _plans.get(key)
     if plan is None:
-        plan, inputs, scalars = _plan_call(func, lowering, args, {})
+        plan, inputs, scalars = _plan_call(func, lowering, args, kwargs)
         _plans.put(key, plan)
         return _emit(plan, inputs, scalars)
     return _emit(plan, tuple(inputs), tuple(scalars))
@@ -217,7 +242,8 @@ def _run_eagerly(lowering, template, inputs, scalars, device):
 # ---- the entry ---------------------------------------------------------------------------
 
 _ENGINE_OPS = {}  # op -> handler
-# id(op) -> (engine op, lowering, `dynamic` of `_trace_simple` or None where it does not apply)
+# id(op) -> (engine op, lowering, (`dynamic`, `names`) of `_trace_cached` or None where it
+# does not apply)
 _routes = GenerationCache("Route", "XLA_DISPATCH_CACHE_SIZE", 4096)
 _recent_route = _routes.recent.get
 
@@ -235,19 +261,19 @@ def engine_op(*ops, with_op=False):
 
 def _route(func):
     engine, lowering = _ENGINE_OPS.get(func), lookup(func)
-    simple = None
+    cached = None
     if engine is None and lowering is not None and not lowering.dynamic_shape:
-        flags, _ = scalar_arguments(func)
-        simple = (False,) * len(flags) if lowering.static_scalars else flags
-    route = (engine, lowering, simple)
+        flags, names = scalar_arguments(func)
+        cached = ((False,) * len(flags), frozenset()) if lowering.static_scalars else (flags, names)
+    route = (engine, lowering, cached)
     _routes.put(id(func), route)
     return route
 
 
 def dispatch(func, args, kwargs):
-    engine, lowering, simple = _recent_route(id(func)) or _routes.get(id(func)) or _route(func)
-    if simple is not None and not kwargs:
-        out = _trace_simple(func, lowering, simple, args)
+    engine, lowering, cached = _recent_route(id(func)) or _routes.get(id(func)) or _route(func)
+    if cached is not None:
+        out = _trace_cached(func, lowering, cached[0], cached[1], args, kwargs)
         if out is not None:
             return out
     if engine is not None:
