@@ -120,7 +120,7 @@ def _factory_device(kwargs):
 class _Plan:
     """What every call of one op with one argument signature shares: the node's lowering,
     argument template and structural key, and the outputs' structure, avals and device."""
-    __slots__ = ("lowering", "template", "key", "structure", "avals", "present", "device")
+    __slots__ = ("lowering", "template", "key", "structure", "avals", "present", "device", "single")
 
     def __init__(self, lowering, template, structure, avals, device):
         self.lowering = lowering
@@ -130,6 +130,8 @@ class _Plan:
         self.present = tuple(a for a in avals if a is not None)
         self.key = Node.key_of(lowering, template, self.present)
         self.device = device
+        # (shape, dtype) of the one output of an op without randomness (the common case)
+        self.single = avals[0] if structure == "t" and not lowering.rng else None
 
 
 def _plan_call(func, lowering, args, kwargs):
@@ -222,6 +224,10 @@ def _trace_cached(func, lowering, dynamic, names, args, kwargs):
         plan, inputs, scalars = _plan_call(func, lowering, args, kwargs)
         _plans.put(key, plan)
         return _emit(plan, inputs, scalars)
+    single = plan.single
+    if single is not None:  # `_emit`, inline
+        node = Node(plan.lowering, plan.template, tuple(inputs), tuple(scalars), plan.present, plan.key)
+        return wrap(Value(single[0], single[1], plan.device, node, 0))
     return _emit(plan, tuple(inputs), tuple(scalars))
 
 
