@@ -214,8 +214,7 @@ def _trace_cached(func, lowering, dynamic, names, args, kwargs):
             i += 1
         if kwargs:
             for k, a in kwargs.items():
-                key.append(k)
-                key.append(_arg_key(a, k in names, inputs, scalars))
+                key.append((k, _arg_key(a, k in names, inputs, scalars)))  # never a positional's key
     except _Uncached:
         return None
     key = tuple(key)
