@@ -159,3 +159,44 @@ def test_equal_numbers_of_other_types_give_their_own_dtypes(dev):
     for make in (lambda d, n: torch.arange(n, device=d), lambda d, n: torch.full((2,), n, device=d)):
         for n in (3, 3.0, True, 3):
             assert make(dev, n).dtype == make("cpu", n).dtype, (make, n)
+
+
+_SAME_SIGNATURE = [  # pairs of calls of one op with one signature of tensors
+    lambda t, u: t.sum(0), lambda t, u: t.sum(1), lambda t, u: t.sum(dim=1, keepdim=True),
+    lambda t, u: torch.cat([t, u]), lambda t, u: torch.cat([t, u], 1),
+    lambda t, u: torch.add(t, u), lambda t, u: torch.add(t, u, alpha=3),
+    lambda t, u: t.view(3, 2), lambda t, u: t.view(6),
+    lambda t, u: t * 3, lambda t, u: t * 0.5, lambda t, u: t * True, lambda t, u: t.clamp(None, 2),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_calls_sharing_an_op_and_signature_keep_their_own_arguments(dev, dtype):
+    """Calls of one op on tensors of the same shapes share what tracing derives once (template,
+    output shapes and dtypes): each still gets its own static arguments, keywords and numbers."""
+    a = torch.arange(6, dtype=dtype).reshape(2, 3)
+    b = a * 2 + 1
+    xa, xb = a.to(dev), b.to(dev)
+    for _ in range(2):
+        for f in _SAME_SIGNATURE:
+            out, expected = f(xa, xb), f(a, b)
+            assert out.dtype == expected.dtype and torch.equal(out.cpu(), expected)
+
+
+def test_tracing_makes_no_reference_cycles(dev):
+    """An op's intermediate objects are freed when it returns (so a value no tensor holds
+    frees its buffer at once), not at the garbage collector's next run."""
+    import gc
+    x = torch.ones(2, 3, device=dev)
+
+    def ops():
+        y = (x.sum(dim=1, keepdim=True) * 2 + torch.cat([x, x])[:2]).relu()
+        return y * torch.tensor(2.0)  # a CPU scalar tensor: the argument encoder's way
+    ops()
+    gc.collect()
+    gc.disable()
+    try:
+        ops()
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

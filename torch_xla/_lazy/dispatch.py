@@ -18,7 +18,7 @@ from . import metrics, rng, runtime
 from .caches import GenerationCache
 from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
-from .ir import In, Node, Sc, Value, fill_template
+from .ir import In, Node, Sc, Value, fill_template, node_type
 from .lowering import load_all, lookup, scalar_arguments
 from .meta import cpu_error, meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
@@ -33,59 +33,72 @@ def _encode_call(func, args, kwargs, dynamic):
     """The node's argument template (tensors -> `In`, dynamic numbers -> `Sc`), its inputs,
     its scalars, its device, and a hashable signature of the call for the meta cache."""
     flags, names = scalar_arguments(func)
-    inputs, scalars, sig, state = [], [], [], [None]
+    e = _Encoding()
+    n = len(flags)
+    targs = tuple([e.encode(a, dynamic and i < n and flags[i]) for i, a in enumerate(args)])
+    tkwargs = ()
+    if kwargs:
+        tkwargs = []
+        for k, v in kwargs.items():
+            e.sig.append(k)  # PyTorch drops keyword arguments equal to their defaults: name them
+            tkwargs.append((k, e.encode(v, dynamic and k in names)))
+        tkwargs = tuple(tkwargs)
+    device = e.device
+    if device is None:
+        device = _factory_device(kwargs)
+    inputs = e.inputs
+    if any(type(x) is _CpuScalar for x in inputs):
+        inputs = [from_cpu(x.t, device) if type(x) is _CpuScalar else x for x in inputs]
+    return (targs, tkwargs), tuple(inputs), tuple(e.scalars), device, tuple(e.sig)
 
-    def encode(obj, dyn):
+
+class _Encoding:
+    """One call's arguments as they are encoded. (An object, not closures: a closure that
+    calls itself is a reference cycle, which would keep the inputs' buffers alive until the
+    garbage collector runs.)"""
+    __slots__ = ("inputs", "scalars", "sig", "device")
+
+    def __init__(self):
+        self.inputs, self.scalars, self.sig, self.device = [], [], [], None
+
+    def encode(self, obj, dyn):
         t = type(obj)
         if t is XLATensor:
             v = obj._value
             if v.data is None and v.node is None:
                 raise v.failure()
-            if state[0] is None:
-                state[0] = v.device
-            elif v.device != state[0]:
+            if self.device is None:
+                self.device = v.device
+            elif v.device != self.device:
                 raise RuntimeError(
                     "Expected all tensors to be on the same device, but found at least two "
-                    f"devices, xla:{state[0]} and xla:{v.device}!")
-            inputs.append(v)
-            sig.append((v.shape, v.dtype))
-            return In(len(inputs) - 1)
+                    f"devices, xla:{self.device} and xla:{v.device}!")
+            self.inputs.append(v)
+            self.sig.append((v.shape, v.dtype))
+            return In(len(self.inputs) - 1)
         if dyn and t in _NUMBER:
-            scalars.append(obj)
-            sig.append(t)
-            return Sc(len(scalars) - 1, t)
+            self.scalars.append(obj)
+            self.sig.append(t)
+            return Sc(len(self.scalars) - 1, t)
         if t is list or t is tuple:
-            return tuple(encode(o, dyn) for o in obj)
+            return tuple([self.encode(o, dyn) for o in obj])
         if isinstance(obj, torch.Tensor):
-            return cpu_tensor(obj)
+            return self.cpu_tensor(obj)
         if t is torch.SymInt:
             obj = int(obj)
         # 3 and 3.0 (and True and 1) are equal keys but give other dtypes: typed in the key
-        sig.append((t, obj) if t in _NUMBER else obj)
+        self.sig.append((t, obj) if t in _NUMBER else obj)
         return obj
 
-    def cpu_tensor(t):
+    def cpu_tensor(self, t):
         if t.device.type == "cpu" and t.dim() == 0:
             # PyTorch lets a CPU scalar tensor meet a tensor on any device.
-            inputs.append(_CpuScalar(t))
-            sig.append((t.shape, t.dtype, "cpu"))
-            return In(len(inputs) - 1)
+            self.inputs.append(_CpuScalar(t))
+            self.sig.append((t.shape, t.dtype, "cpu"))
+            return In(len(self.inputs) - 1)
         raise RuntimeError(
             "Expected all tensors to be on the same device, but found at least two devices, "
-            f"xla:{state[0] if state[0] is not None else 0} and {t.device}!")
-
-    n = len(flags)
-    targs = tuple([encode(a, dynamic and i < n and flags[i]) for i, a in enumerate(args)])
-    def encode_kwarg(k, v):
-        sig.append(k)  # PyTorch drops keyword arguments equal to their defaults: name them
-        return k, encode(v, dynamic and k in names)
-    tkwargs = tuple([encode_kwarg(k, v) for k, v in kwargs.items()]) if kwargs else ()
-    device = state[0]
-    if device is None:
-        device = _factory_device(kwargs)
-    if any(type(x) is _CpuScalar for x in inputs):
-        inputs = [from_cpu(x.t, device) if type(x) is _CpuScalar else x for x in inputs]
-    return (targs, tkwargs), tuple(inputs), tuple(scalars), device, tuple(sig)
+            f"xla:{self.device if self.device is not None else 0} and {t.device}!")
 
 
 class _CpuScalar:
@@ -105,23 +118,122 @@ def _factory_device(kwargs):
 
 # ---- tracing -----------------------------------------------------------------------------
 
-def trace(func, lowering, args, kwargs):
+class _Plan:
+    """What every call of one op with one argument signature shares: the node's lowering,
+    argument template and structural key, and the outputs' structure, avals and device."""
+    __slots__ = ("lowering", "template", "key", "type", "structure", "avals", "present", "device",
+                 "single", "origin")
+
+    def __init__(self, lowering, template, structure, avals, device, origin):
+        self.lowering = lowering
+        self.template = template
+        self.structure = structure  # 't' (one tensor), or the tuple/list type of several
+        self.avals = avals          # per output (shape, dtype), None where the op leaves one out
+        self.present = tuple(a for a in avals if a is not None)
+        self.key = Node.key_of(lowering, template, self.present)
+        self.type = node_type(self.key)
+        self.device = device
+        # (shape, dtype) of the one output of an op without randomness (the common case)
+        self.single = avals[0] if structure == "t" and not lowering.rng else None
+        self.origin = origin        # `user_code.user_line()` of the first call (meta's cache miss)
+
+
+def _plan_call(func, lowering, args, kwargs):
+    """(plan, inputs, scalars) of a call, its template encoded and its avals from meta."""
     template, inputs, scalars, device, sig = _encode_call(
         func, args, kwargs, dynamic=not lowering.static_scalars)
-    if lowering.dynamic_shape:
-        return _run_eagerly(lowering, template, inputs, scalars, device)
     structure, avals, origin = meta_outputs(func, args, kwargs, sig)
-    if lowering.rng:
+    return _Plan(lowering, template, structure, avals, device, origin), inputs, scalars
+
+
+def _emit(plan, inputs, scalars):
+    """The call's outputs: a new node of `plan` on these inputs and scalars."""
+    device = plan.device
+    if plan.lowering.rng:
         scalars = scalars + (rng.next_seed(device),)
-    if structure == "t":
-        node = Node(lowering, template, inputs, scalars, avals, origin)
-        shape, dtype = avals[0]
+    node = Node(plan.lowering, plan.template, inputs, scalars, plan.present, plan.origin,
+                plan.key, plan.type)
+    if plan.structure == "t":
+        shape, dtype = plan.avals[0]
         return wrap(Value(shape, dtype, device, node, 0))
-    present = tuple(a for a in avals if a is not None)
-    node = Node(lowering, template, inputs, scalars, present, origin)
-    index = iter(range(len(present)))
-    return structure([None if a is None else wrap(Value(a[0], a[1], device, node=node, index=next(index)))
-                      for a in avals])
+    index = iter(range(len(plan.present)))
+    return plan.structure([None if a is None else wrap(Value(a[0], a[1], device, node, next(index)))
+                           for a in plan.avals])
+
+
+def trace(func, lowering, args, kwargs):
+    if lowering.dynamic_shape:
+        template, inputs, scalars, device, _ = _encode_call(
+            func, args, kwargs, dynamic=not lowering.static_scalars)
+        return _run_eagerly(lowering, template, inputs, scalars, device)
+    return _emit(*_plan_call(func, lowering, args, kwargs))
+
+
+# Plans of calls whose arguments are XLA tensors, numbers, and lists of them, dtypes, devices,
+# strings and None (nearly every call): keyed by the op and each argument's (shape, dtype,
+# device), number type (a program parameter) or static value.
+_plans = GenerationCache("TracePlan", "XLA_IR_SHAPE_CACHE_SIZE", 12288)
+_recent_plan = _plans.recent.get
+_STATIC = frozenset({type(None), str, torch.dtype, torch.device, torch.memory_format, torch.layout})
+
+
+class _Uncached(Exception):
+    """An argument `_trace_cached` does not key (the call takes `trace`'s way)."""
+
+
+def _arg_key(a, dyn, inputs, scalars):
+    """The plan key of argument `a` (`dyn`: a number there is a program parameter); its
+    tensors and parameters appended to `inputs` and `scalars` in `_encode_call`'s order."""
+    t = type(a)
+    if t is XLATensor:
+        v = a._value
+        inputs.append(v)
+        return v.key
+    if t is float or t is int or t is bool:
+        if dyn:
+            scalars.append(a)
+            return t
+        if t is float and not (a == a and a != 0.0):
+            raise _Uncached  # -0.0 and 0.0 (and NaNs) are equal keys of different constants
+        return (t, a)
+    if t is list or t is tuple:
+        return (list, *[_arg_key(o, dyn, inputs, scalars) for o in a])
+    if t in _STATIC:
+        return a
+    raise _Uncached
+
+
+def _trace_cached(func, lowering, dynamic, names, args, kwargs):
+    """`trace` through the plan cache (`dynamic`: per position, whether a number there is a
+    program parameter; `names`: the same for keywords); None where an argument has no key."""
+    key, inputs, scalars = [id(func)], [], []
+    try:
+        i = 0
+        for a in args:
+            if type(a) is XLATensor:  # the common case, inline
+                v = a._value
+                inputs.append(v)
+                key.append(v.key)
+            else:
+                key.append(_arg_key(a, dynamic[i], inputs, scalars))
+            i += 1
+        if kwargs:
+            for k, a in kwargs.items():
+                key.append((k, _arg_key(a, k in names, inputs, scalars)))  # never a positional's key
+    except _Uncached:
+        return None
+    key = tuple(key)
+    plan = _recent_plan(key) or _plans.get(key)
+    if plan is None:
+        plan, inputs, scalars = _plan_call(func, lowering, args, kwargs)
+        _plans.put(key, plan)
+        return _emit(plan, inputs, scalars)
+    single = plan.single
+    if single is not None:  # `_emit`, inline
+        node = Node(plan.lowering, plan.template, tuple(inputs), tuple(scalars), plan.present,
+                    plan.origin, plan.key, plan.type)
+        return wrap(Value(single[0], single[1], plan.device, node, 0))
+    return _emit(plan, tuple(inputs), tuple(scalars))
 
 
 def _run_eagerly(lowering, template, inputs, scalars, device):
@@ -141,7 +253,8 @@ def _run_eagerly(lowering, template, inputs, scalars, device):
 # ---- the entry ---------------------------------------------------------------------------
 
 _ENGINE_OPS = {}  # op -> handler
-# id(op) -> (engine op, lowering)
+# id(op) -> (engine op, lowering, (`dynamic`, `names`) of `_trace_cached` or None where it
+# does not apply)
 _routes = GenerationCache("Route", "XLA_DISPATCH_CACHE_SIZE", 4096)
 _recent_route = _routes.recent.get
 
@@ -157,12 +270,23 @@ def engine_op(*ops, with_op=False):
     return register
 
 
+def _route(func):
+    engine, lowering = _ENGINE_OPS.get(func), lookup(func)
+    cached = None
+    if engine is None and lowering is not None and not lowering.dynamic_shape:
+        flags, names = scalar_arguments(func)
+        cached = ((False,) * len(flags), frozenset()) if lowering.static_scalars else (flags, names)
+    route = (engine, lowering, cached)
+    _routes.put(id(func), route)
+    return route
+
+
 def dispatch(func, args, kwargs):
-    route = _recent_route(id(func)) or _routes.get(id(func))
-    if route is None:
-        route = (_ENGINE_OPS.get(func), lookup(func))
-        _routes.put(id(func), route)
-    engine, lowering = route
+    engine, lowering, cached = _recent_route(id(func)) or _routes.get(id(func)) or _route(func)
+    if cached is not None:
+        out = _trace_cached(func, lowering, cached[0], cached[1], args, kwargs)
+        if out is not None:
+            return out
     if engine is not None:
         return engine(*args, **kwargs)
     if lowering is not None:

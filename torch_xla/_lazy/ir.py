@@ -62,7 +62,8 @@ _numbers = itertools.count()
 _MAX_TYPES = 1 << 16        # then forgotten together: numbers are never reused
 
 
-def _type_of(key) -> int:
+def node_type(key) -> int:
+    """The interned number of a node key (`Node.key_of`)."""
     number = _types.get(key)
     if number is None:
         if len(_types) >= _MAX_TYPES:
@@ -74,25 +75,32 @@ def _type_of(key) -> int:
 class Node:
     __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin", "type", "hash")
 
-    def __init__(self, op, template, inputs, scalars, avals, origin=None):
+    def __init__(self, op, template, inputs, scalars, avals, origin=None, key=None,
+                 type_number=None):
         self.op = op                  # lowering.Lowering
         self.template = template      # (args, kwargs) with In/Sc placeholders
         self.inputs = inputs          # tuple[Value]
         self.scalars = scalars        # tuple of Python scalars, program parameters
         self.avals = avals            # tuple[(shape, torch.dtype)] of the outputs
         self.origin = origin          # `user_code.user_line()` of the call that made it, or None
-        self.key = key = (op.name, template, avals)
-        self.type = h = _type_of(key)
+        # `key_of(op, template, avals)` and its `node_type`, given by callers that made them
+        # once for many nodes
+        self.key = key = Node.key_of(op, template, avals) if key is None else key
+        self.type = h = node_type(key) if type_number is None else type_number
         for v in inputs:
             node = v.node
             h = hash((h, node.hash, v.index)) if node is not None else hash((h, v.shape))
         self.hash = h
 
+    @staticmethod
+    def key_of(op, template, avals):
+        return (op.name, template, avals)
+
 
 class Value:
     """`error` is set only on a value whose program failed (then it has neither a node nor
     data): using it raises `failure()`."""
-    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "error", "sharding",
+    __slots__ = ("node", "index", "data", "shape", "dtype", "device", "key", "error", "sharding",
                  "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None):
@@ -102,6 +110,7 @@ class Value:
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        self.key = (shape, dtype, device)  # what a call's signature records of it (None: failed)
         self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
 
     @property
@@ -114,7 +123,7 @@ class Value:
 
     def fail(self, error) -> None:
         """The value cannot be computed (its program failed with `error`)."""
-        self.node = self.data = None
+        self.node = self.data = self.key = None
         self.error = error
 
     def failure(self) -> RuntimeError:

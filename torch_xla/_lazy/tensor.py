@@ -10,7 +10,7 @@ This module is the data model only. The engine's dispatch entry sits above it an
 itself as `XLATensor`'s handler (`set_dispatch_entry`), so an op arriving here goes down
 into the engine without this module importing it.
 """
-import threading
+import sys
 import weakref
 
 import torch
@@ -30,15 +30,16 @@ def _forget(ref):
 _DEVICES = [torch.device("xla", i) for i in range(64)]
 
 
-class _Nesting(threading.local):
-    depth = 0  # engine dispatches running on this thread (1: the op came from user code)
-
-
-_nesting = _Nesting()
-
-
 def dispatch_depth() -> int:
-    return _nesting.depth
+    """How many engine dispatches run on this thread (1: the op came from user code): the
+    frames of `XLATensor.__torch_dispatch__` on its stack, counted when asked (rarely), so
+    that no op pays for keeping a count."""
+    code = XLATensor.__torch_dispatch__.__code__
+    depth, frame = 0, sys._getframe(1)
+    while frame is not None:
+        depth += frame.f_code is code
+        frame = frame.f_back
+    return depth
 
 
 def _no_entry(func, args, kwargs):
@@ -60,11 +61,7 @@ class XLATensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        _nesting.depth += 1
-        try:
-            return _entry[0](func, args, kwargs or {})
-        finally:
-            _nesting.depth -= 1
+        return _entry[0](func, args, kwargs or {})
 
     def __repr__(self):
         return f"XLATensor({list(self.shape)}, {self.dtype}, xla:{self._value.device})"
@@ -74,7 +71,10 @@ run_without_dynamo(XLATensor.__torch_dispatch__)
 
 
 def wrap(value: Value) -> XLATensor:
-    t = _make_wrapper(XLATensor, value.shape, dtype=value.dtype, device=_DEVICES[value.device])
+    # positional: (cls, size, strides, storage_offset, memory_format, dtype, layout, device),
+    # parsed faster than keywords
+    t = _make_wrapper(XLATensor, value.shape, None, None, None, value.dtype, torch.strided,
+                      _DEVICES[value.device])
     t._value = value
     ref = weakref.ref(t, _forget)
     _live[id(ref)] = ref
