@@ -82,7 +82,7 @@ def main():
     floor = best_of(lambda: graph(floor_tensor))
     compiled_us, lazy_us = per_call_us(dev)
     report("tracing", {"per_op_us": whole / N_OPS * 1e6, "trace_only_us": trace_only / N_OPS * 1e6,
-                       "floor_us": floor / N_OPS * 1e6, "target_us": 15.0,
+                       "floor_us": floor / N_OPS * 1e6, "target_us": 7.0,
                        "mark_step_ms": mark_step * 1e3,
                        "compiled_call_us": compiled_us, "lazy_call_us": lazy_us})
 
