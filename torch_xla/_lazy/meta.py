@@ -116,11 +116,19 @@ def _index_add_source_mismatch(args, kwargs) -> bool:
         s != o for d, (s, o) in enumerate(zip(self.shape, source.shape)) if d != dim)
 
 
+def _zero_divisor_override(args, kwargs) -> bool:
+    """torch 2.9's avg_pool3d meta kernel accepts `divisor_override=0` (it tests `not
+    divisor_override or ...`), which its CPU kernel rejects."""
+    divisor = args[6] if len(args) > 6 else kwargs.get("divisor_override")
+    return divisor == 0
+
+
 # Ops whose meta kernels miss a check of their CPU kernels that the small stand-ins would
 # not reproduce, with a test on the arguments' metadata that the check fails: then the CPU
 # kernel is probed on the full-size stand-ins (the error path only).
 _CPU_CHECKED_WHEN = {aten.convolution.default: _conv_params_out_of_range,
-                     aten.index_add.default: _index_add_source_mismatch}
+                     aten.index_add.default: _index_add_source_mismatch,
+                     aten.avg_pool3d.default: _zero_divisor_override}
 
 
 # Elementwise ops PyTorch does not tag pointwise whose CPU kernels check dtypes their meta
