@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from . import compiler, spmd
+from . import compiler, spmd, user_code
 from .ir import In, Node, Sc, Value
 from .lowering import Lowering
 
@@ -154,7 +154,7 @@ def _run_region(region, *args):
     arrays, scalars = args[:region.n_inputs], args[region.n_inputs:]
     arrays = [jnp.pad(a, pad) if any(p for _, p in pad) else a
               for a, pad in zip(arrays, region.pads)]
-    program = compiler.Program(region.plan, (region.root,), 0)
+    program = compiler.Program(region.plan, (region.root,), 0, ())  # run_traced: scalars as given
 
     def per_shard(*xs):
         return program.run_traced((), xs[:region.n_inputs], xs[region.n_inputs:])[0]
@@ -256,7 +256,8 @@ def leave(v: Value, s, full_shape) -> Value:
     region = _Region(tuple(plan), root, s.mesh, in_specs, pads, s.spec, full_shape)
     template = ((region, *[In(i) for i in range(len(inputs))],
                  *[Sc(j, type(c)) for j, c in enumerate(scalars)]), ())
-    node = Node(REGION, template, tuple(inputs), tuple(scalars), ((full_shape, v.dtype),))
+    node = Node(REGION, template, tuple(inputs), tuple(scalars), ((full_shape, v.dtype),),
+                user_code.user_line())
     out = Value(full_shape, v.dtype, v.device, node=node)
     out.sharding = s
     return out
