@@ -7,6 +7,16 @@ import time
 import jax
 
 
+def best_of(fn, repeat=7):
+    """The shortest wall time of `repeat` calls of fn()."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def steady_time(step, sync, warmup=5, blocks=5, steps_per_block=10):
     """Best time per step over `blocks` blocks of `steps_per_block` steps, each ending in sync()."""
     for _ in range(warmup):

@@ -24,20 +24,11 @@ import jax  # noqa: E402
 import torch  # noqa: E402
 
 import torch_xla.core.xla_model as xm  # noqa: E402
-from common import report  # noqa: E402
+from common import best_of, report  # noqa: E402
 from torch_xla._lazy import compiler  # noqa: E402
 from torch_xla._lazy.tensor import live_values  # noqa: E402
 
 N, SMALL_OPS = 384, 300
-
-
-def best_of(fn, repeat=7):
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 class Workload:

@@ -16,7 +16,7 @@ import time
 import torch
 
 import torch_xla.core.xla_model as xm
-from common import report, steady_time
+from common import best_of, report, steady_time
 
 N_OPS = 300
 MARK_STEP_OPS = 200
@@ -55,15 +55,6 @@ class _Floor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         return _Floor(args[0].shape)
-
-
-def best_of(fn, repeat=7):
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main():
