@@ -1,5 +1,6 @@
 """Value checks PyTorch makes on the CPU (indices out of range, integer division by zero):
-on XLA they raise PyTorch's error at the next sync, from an output of the step's program."""
+on XLA they raise PyTorch's error at the next sync after the step's program ran (a host
+read, the next `mark_step`, `wait_device_ops`), from an output of the step's program."""
 import math
 
 import pytest
@@ -108,10 +109,12 @@ def test_a_bad_value_raises_pytorchs_error_at_the_next_sync(name):
         fn(*args)
     args = to_xla(args)
     xm.mark_step()
-    before = _executions()
+    before, reads = _executions(), met.counter_value("TransferFromDevice") or 0
     fn(*args)  # no error at the op: the values are on the device
+    xm.mark_step()  # launches the step's program and returns: nothing read, nothing raised
+    assert (met.counter_value("TransferFromDevice") or 0) == reads
     with pytest.raises(type(cpu.value)) as dev:
-        xm.mark_step()
+        (xm.mark_step if len(name) % 2 else xm.wait_device_ops)()  # the next sync raises
     message = str(dev.value)
     assert type(dev.value) is type(cpu.value)
     assert message.split("\n")[0] == str(cpu.value)
@@ -222,6 +225,7 @@ def test_checks_in_a_training_step_add_no_execution():
     with pytest.raises(IndexError) as cpu:
         step(cpu_model, cpu_opt, tokens, targets + 5)
     step(model, opt, tokens_d, targets_d + 5)
+    xm.mark_step()
     with pytest.raises(IndexError) as dev:
         xm.mark_step()
     assert str(dev.value).startswith(str(cpu.value) + "\n")

@@ -7,16 +7,21 @@ as one program partitioned over all devices (`spmd_program`). `mark_step` does i
 every live pending tensor and donates the buffers no live tensor holds any more.
 `from_cpu`/`to_cpu` are the transfers, counted and timed in the metrics.
 
-Checks of computed values (a factorization's `info`) are deferred (`defer_check`): the
-values join the outputs of the next program that runs on their device (at `mark_step`, or
-a host read), and are checked on the host once it ran, with no device run of their own.
+Checks of computed values (a factorization's `info`, an index's range) are deferred
+(`defer_check`): the values join the outputs of the next program that runs on their device
+(at `mark_step`, or a host read), with no device run of their own, and are read on the host
+at the next sync after it: a host read (`to_cpu`, `materialize`) reads them at once, a
+`mark_step` leaves them to the next `mark_step` (which reads them once it has launched its
+own program) or `wait_device_ops`, as CUDA reports a device-side error at a later call.
 
 Programs run asynchronously: `mark_step` returns once the program is launched (each root
 holds a buffer jax is still computing), so tracing the next step overlaps it; only a read
-of values waits (`to_cpu`, `wait_device_ops`), and a step with deferred checks, whose
-errors `mark_step` raises.
+of values waits (`to_cpu`, `wait_device_ops`), and a `mark_step` after a step with
+deferred checks waits for that step's program (one step in flight).
 """
+import atexit
 import os
+import sys
 import threading
 import time
 
@@ -53,6 +58,7 @@ def _read(value: Value) -> torch.Tensor:
 
 
 _checks = []  # [(value, check)] deferred until a program computes the value
+_launched = []  # [(value, check)] whose program was launched by a mark_step, not yet read
 _checks_lock = threading.Lock()  # DataParallel's threads defer and take checks
 
 
@@ -78,25 +84,54 @@ def _take_checks(devices):
     return taken
 
 
-def _run_all(values, checks, held=None) -> None:
+def _run_all(values, checks, held=None, read=True) -> None:
     """Materialises `values` and the values of `checks`, one program per device, then runs
-    the checks (the first failing one raises once all ran); checks whose values are still
-    pending stay deferred."""
+    the checks (`read`) or leaves them to the next sync (`_launched`); checks whose values
+    are still pending stay deferred."""
     try:
         for vs in _pending_by_device(values + [v for v, _ in checks]).values():
             _run(vs, held)
     finally:
         with _checks_lock:
             _checks.extend(c for c in checks if c[0].node is not None)
+    computed = [c for c in checks if c[0].data is not None]
+    if read:
+        _read_checks(computed)
+    else:
+        with _checks_lock:
+            _launched.extend(computed)
+
+
+def _read_checks(checks) -> None:
+    """Runs `checks` on their computed values; the first failing one raises once all ran."""
     failed = None
     for value, check in checks:
-        if value.data is not None:
-            try:
-                check(_read(value))
-            except Exception as e:  # noqa: BLE001  (the first one is raised below)
-                failed = failed or e
+        try:
+            check(_read(value))
+        except Exception as e:  # noqa: BLE001  (the first one is raised below)
+            failed = failed or e
     if failed is not None:
         raise failed
+
+
+def _take_launched(devices=None):
+    """The checks left by earlier `mark_step`s on `devices` (None: every device)."""
+    if not _launched:
+        return []
+    with _checks_lock:
+        taken = [c for c in _launched if devices is None or c[0].device in devices]
+        _launched[:] = [c for c in _launched if not (devices is None or c[0].device in devices)]
+    return taken
+
+
+@atexit.register
+def _report_unread_checks() -> None:
+    """A failed check whose step was the last one run is reported, not lost."""
+    try:
+        _read_checks(_take_launched())
+    except Exception as e:  # noqa: BLE001
+        print(f"torch_xla: an error of the last step was not raised before exit: "
+              f"{type(e).__name__}: {e}", file=sys.stderr)
 
 
 def _pending_by_device(values):
@@ -115,7 +150,7 @@ def materialize(values) -> None:
         return
     if runtime.is_spmd():
         manual.check_readable(values)
-    _run_all(list(values), _take_checks(groups.keys()))
+    _run_all(list(values), _take_launched(groups.keys()) + _take_checks(groups.keys()))
 
 
 def mark_step(device=None) -> None:
@@ -128,7 +163,10 @@ def mark_step(device=None) -> None:
     held = {id(v.data) for v in values if v.data is not None}
     if runtime.is_spmd():  # tensors in manual sharding mode exist only inside a program
         values, held = manual.outside_regions(values, held)
-    _run_all(values, _take_checks(None if device is None else (device,)), held)
+    devices = None if device is None else (device,)
+    earlier = _take_launched(devices)  # read once this step's program is launched
+    _run_all(values, _take_checks(devices), held, read=False)
+    _read_checks(earlier)
 
 
 class ExecutionError(RuntimeError):
@@ -218,3 +256,4 @@ def wait_device_ops() -> None:
         if v.data is not None:
             v.data.block_until_ready()
     jax.effects_barrier()
+    _read_checks(_take_launched())

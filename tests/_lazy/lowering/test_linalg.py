@@ -184,12 +184,13 @@ def test_singular_inputs():
     (lambda a: torch.linalg.solve(a, a[0]), torch.ones(2, 3, 3), r"\(Batch element 0\)"),
 ])
 def test_failed_factorizations_raise_pytorchs_error(fn, a, message):
-    """PyTorch raises at the op; on XLA the check waits for the step's program."""
+    """PyTorch raises at the op; on XLA the next sync after the step's program ran does."""
     with pytest.raises(torch.linalg.LinAlgError, match=message):
         fn(a)
     with pytest.raises(torch.linalg.LinAlgError, match=message):
         fn(to_xla(a))
-        xm.mark_step()
+        xm.mark_step()  # launches the program
+        xm.wait_device_ops()
 
 
 def _executions():
@@ -218,11 +219,12 @@ def test_linalg_checks_in_a_training_step_add_no_execution():
     assert_same(torch.linalg.inv(w @ w.T + eye), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_a_singular_matrix_raises_at_mark_step_naming_the_op_and_line():
+def test_a_singular_matrix_raises_at_the_next_mark_step_naming_the_op_and_line():
     x = torch.ones(3, device=xm.xla_device())
     singular = torch.zeros(3, 3, device=xm.xla_device())
     line = inspect.currentframe().f_lineno + 1
     y = torch.linalg.inv(singular) @ x
+    xm.mark_step()  # launches the step's program; the next mark_step reads its check
     with pytest.raises(torch.linalg.LinAlgError) as info:
         xm.mark_step()
     message = str(info.value)
