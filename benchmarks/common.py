@@ -63,17 +63,31 @@ def live_device_bytes():
     return sum(a.nbytes for a in jax.live_arrays())
 
 
-def peak_step_bytes(compiled):
-    """Peak bytes of a step: what lives between steps plus what the program allocates on top
-    (its temporaries and outputs, less outputs written into donated inputs)."""
+def peak_step_bytes(compiled, live):
+    """Peak bytes of a step: `live`, the bytes alive when its program starts, plus what the
+    program allocates on top (its temporaries and outputs, less outputs written into
+    donated inputs)."""
     m = compiled.memory_analysis()
-    extra = m.temp_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
-    return live_device_bytes() + extra
+    return live + m.temp_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
 
 
 def last_torch_xla_program():
     from torch_xla._lazy import compiler
     return list(compiler._cache.values())[-1].compiled
+
+
+def live_bytes_at_launch(step, sync):
+    """Device bytes alive when the step's program is launched (a training step frees last
+    step's gradients in `zero_grad`, before its program runs): one step, instrumented."""
+    from torch_xla._lazy import execution
+    seen, execute = [], execution._execute
+    execution._execute = lambda w: (seen.append(live_device_bytes()), execute(w))[1]
+    try:
+        step()
+        sync()
+    finally:
+        execution._execute = execute
+    return max(seen)
 
 
 def report(name, figures):
@@ -104,8 +118,9 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     """Times one workload three ways and reports the line: ours (`torch_step_fn(device,
     xla=True)`), the JAX floor (`jax_step_fn()` -> (step, sync, compile)) and eager PyTorch on
     the CPU (`torch_step_fn('cpu', xla=False)`); with `compiled_step_fn(device)`, a fourth:
-    the step under torch.compile, timed in blocks alternating with the JAX floor's
-    (`compiled/jax`: the median ratio of neighbouring blocks)."""
+    the step under torch.compile. Ours and the compiled step are each timed in blocks
+    alternating with the JAX floor's (`ours/jax`, `compiled/jax`: the median ratio of
+    neighbouring blocks; `*_best/jax_best`: best block against best block)."""
     import torch_xla.core.xla_model as xm
     import torch_xla.debug.metrics as met
     compiled = {}
@@ -118,22 +133,26 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
         compiled = {"compiled_ms": compiled_t * 1e3, "compiled/jax": ratio,
                     "compiled_best/jax_best": compiled_t / floor_t}
         del compiled_step, jstep, jsync
+    before = live_device_bytes()
     ours = torch_step_fn(xm.xla_device(), True)
     xm.wait_device_ops()
     met.clear_counters()
     ours_first = first_step_time(ours, xm.wait_device_ops)
     probes = {"first_probes": met.counter_value("ErrorProbe") or 0,
               "first_full_size_probes": met.counter_value("FullSizeErrorProbe") or 0}
-    ours_t = steady_time(ours, xm.wait_device_ops, blocks=blocks, steps_per_block=steps_per_block)
-    ours_mem = peak_step_bytes(last_torch_xla_program())
+    live = live_bytes_at_launch(ours, xm.wait_device_ops) - before
+    ours_mem = peak_step_bytes(last_torch_xla_program(), live)
+    before = live_device_bytes()
     jstep, jsync, jcompile = jax_step_fn()
     jax_first = first_step_time(jstep, jsync)
-    jax_t = steady_time(jstep, jsync, blocks=blocks, steps_per_block=steps_per_block)
-    jax_mem = peak_step_bytes(jcompile())
+    jax_mem = peak_step_bytes(jcompile(), live_device_bytes() - before)
+    ours_t, jax_t, ratio = alternating_times((ours, xm.wait_device_ops), (jstep, jsync),
+                                             blocks=2 * blocks, steps_per_block=steps_per_block)
     eager = torch_step_fn("cpu", False)
     eager_t = steady_time(eager, lambda: None, warmup=2, blocks=3, steps_per_block=eager_steps)
     report(name, {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,
-                  "ours/jax": ours_t / jax_t, "ours/eager": ours_t / eager_t, **compiled,
+                  "ours/jax": ratio, "ours_best/jax_best": ours_t / jax_t,
+                  "ours/eager": ours_t / eager_t, **compiled,
                   "first_ours_s": ours_first, "first_jax_s": jax_first,
                   "first_ratio": ours_first / jax_first, **probes,
                   "peak_ours_mb": ours_mem / 2**20, "peak_jax_mb": jax_mem / 2**20,
