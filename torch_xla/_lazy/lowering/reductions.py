@@ -96,6 +96,25 @@ def aminmax(x, dim=None, keepdim=False):
     return amin(x, dim, keepdim), amax(x, dim, keepdim)
 
 
+@lower(aten.hash_tensor.default)
+def hash_tensor(x, dim=(), keepdim=False, mode=0):
+    """The xor of the elements' 64 bits (mode 0, the only one): floats widened to float64,
+    signed integers sign-extended to int64, unsigned ones and bools zero-extended."""
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        wide = x.astype(jnp.float64)
+    elif jnp.issubdtype(x.dtype, jnp.signedinteger):
+        wide = x.astype(jnp.int64)
+    else:
+        wide = x.astype(jnp.uint64)
+    bits = lax.bitcast_convert_type(wide, jnp.uint64)
+    axes = _axes(x, dim)
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    out = lax.reduce(bits, jnp.uint64(0), lax.bitwise_xor, axes)
+    if keepdim:
+        out = jnp.expand_dims(out, axes)
+    return out
+
+
 def _arg(fn):
     """argmax/argmin: the first index of the extreme (NaN counts as the extreme, the first
     NaN wins); dim=None flattens."""
