@@ -88,9 +88,10 @@ _STAND_INS = {}  # op -> a function of meta arguments giving its meta outputs
 
 
 def meta_stand_in(op):
-    """Registers the decorated function as the meta kernel of `op`, which PyTorch lacks
-    (geqrf, histogram): called on the op's meta arguments, it returns meta outputs (and
-    raises PyTorch's errors)."""
+    """Registers the decorated function as the meta kernel of `op` (an overload, or the
+    schema name of an op PyTorch defines only when first used), where PyTorch's lacks
+    (geqrf, histogram) or skips checks the op's kernel makes: called on the op's meta
+    arguments, it returns meta outputs (and raises PyTorch's errors)."""
     def register(fn):
         _STAND_INS[op] = fn
         return fn
@@ -99,7 +100,7 @@ def meta_stand_in(op):
 
 def stand_in(op):
     """The meta kernel registered for `op` by `meta_stand_in`, or None."""
-    return _STAND_INS.get(op)
+    return _STAND_INS.get(op) or _STAND_INS.get(op._schema.name)
 
 
 def lookup(op):
@@ -114,7 +115,8 @@ def lookup(op):
 
 _FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn",
              "conv", "pooling", "resampling", "indexing", "sorting", "random", "foreach",
-             "training_ops", "fft", "special", "householder", "histograms")
+             "training_ops", "fft", "special", "householder", "histograms",
+             "linear_cross_entropy")
 
 
 def load_all() -> None:

@@ -104,6 +104,8 @@ def geqrf(a):
         return a, tau
 
     tau0 = jnp.zeros(a.shape[:-2] + (k,), a.dtype)
+    if k == 0:
+        return a, tau0
     return lax.fori_loop(0, k, step, (a, tau0))
 
 
