@@ -22,10 +22,11 @@ def test_entry_exports_and_runs(eid, op):
 
 
 # Entries whose ops jax would lower to library calls a StableHLO module cannot hold
-# (LAPACK's ormqr and geqrf) or that have portable lowerings of their own: each exports.
+# (LAPACK's ormqr, geqrf, sytrf) or that have portable lowerings of their own: each exports.
 PORTABLE = {"ormqr", "geqrf", "frexp", "igamma", "igammac", "histc", "histogram", "histogramdd",
             "hash_tensor", "nn.functional.pdist", "nn.functional.linear_cross_entropy.chunked",
-            "nn.functional.linear_cross_entropy.chunked_none"}
+            "nn.functional.linear_cross_entropy.chunked_none", "linalg.ldl_factor",
+            "linalg.ldl_factor_ex", "linalg.ldl_solve"}
 PORTABLE_ENTRIES = [(eid, op) for eid, op in catalog.entries() if eid in PORTABLE]
 
 

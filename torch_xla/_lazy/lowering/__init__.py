@@ -116,7 +116,7 @@ def lookup(op):
 _FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn",
              "conv", "pooling", "resampling", "indexing", "sorting", "random", "foreach",
              "training_ops", "fft", "special", "householder", "histograms",
-             "linear_cross_entropy")
+             "linear_cross_entropy", "ldl")
 
 
 def load_all() -> None:
