@@ -233,3 +233,10 @@ def test_hash_tensor_xors_the_64_bit_widened_elements(dtype):
     x = (torch.arange(-6, 6).reshape(3, 4) * 1.25).to(dtype)
     check_lowered(lambda x: (torch.hash_tensor(x), torch.hash_tensor(x, 1),
                              torch.hash_tensor(x, [0], keepdim=True)), x)
+
+
+def test_hash_tensor_refuses_complex_as_the_cpu():
+    with pytest.raises(NotImplementedError, match="xor_sum_cpu"):
+        torch.hash_tensor(torch.ones(2, dtype=torch.complex64))
+    with pytest.raises(NotImplementedError, match="xor_sum_cpu"):
+        torch.hash_tensor(torch.ones(2, dtype=torch.complex64, device="xla"))

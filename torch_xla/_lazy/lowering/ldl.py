@@ -1,10 +1,10 @@
 """LDLᵀ factorization with Bunch-Kaufman pivoting, and solves with it, as LAPACK's
 sytrf/hetrf and sytrs/hetrs (lower triangle) compute them, in portable ops.
 
-The factorization is LAPACK's unblocked dsytf2/zhetf2, one 1×1 or 2×2 pivot per step of a
-loop: same pivot choices, interchanges and packed output (L below the diagonal, the blocks
-of D on it and below it; 1-based pivots, negative for a 2×2 block), so `LD` and `pivots`
-agree with PyTorch's. The working matrix is the full symmetric (Hermitian) trailing
+The factorization is LAPACK's unblocked dsytf2/zhetf2 (its blocked dsytrf chooses the same
+pivots), one 1×1 or 2×2 pivot per step of a loop: same pivot choices, interchanges and
+packed output (L below the diagonal, the blocks of D on it and below it; 1-based pivots,
+negative for a 2×2 block), so `LD` and `pivots` agree with PyTorch's. The working matrix is the full symmetric (Hermitian) trailing
 Schur complement, interchanged as a whole; finished columns of L are kept apart and never
 interchanged, as in LAPACK's storage. Magnitudes are LAPACK's |re| + |im| for complex.
 Batches run through `jax.vmap`.

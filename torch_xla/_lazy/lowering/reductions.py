@@ -8,10 +8,11 @@ import math
 
 import jax
 import jax.numpy as jnp
+import torch
 from jax import lax
 
 from .. import runtime
-from . import aten, lower
+from . import aten, lower, meta_stand_in
 from ._types import cast, float_opmath, opmath
 from .elementwise import complex_logaddexp
 
@@ -113,6 +114,14 @@ def hash_tensor(x, dim=(), keepdim=False, mode=0):
     if keepdim:
         out = jnp.expand_dims(out, axes)
     return out
+
+
+@meta_stand_in(aten.hash_tensor.default)
+def _hash_tensor_meta(x, *args, **kwargs):
+    """PyTorch's meta kernel, and the CPU kernel's refusal of complex tensors."""
+    if x.dtype.is_complex:
+        aten.hash_tensor.default(torch.zeros(1, dtype=x.dtype))
+    return aten.hash_tensor.default(x, *args, **kwargs)
 
 
 def _arg(fn):
