@@ -213,8 +213,19 @@ def _location(kind, where):
 def _dumps(spec) -> str:
     try:
         return pytree.treespec_dumps(spec)
-    except NotImplementedError:  # a type pytree cannot name (torch.return_types): a tuple
-        return pytree.treespec_dumps(pytree.tree_structure(tuple(range(spec.num_leaves))))
+    except NotImplementedError:  # a type pytree cannot name (torch.return_types): tuples
+        return pytree.treespec_dumps(pytree.tree_structure(_plain(pytree.tree_unflatten(range(spec.num_leaves), spec))))
+
+
+def _plain(tree):
+    """`tree` with its named tuples (torch.return_types) as plain tuples, nesting kept."""
+    if isinstance(tree, tuple):
+        return tuple(_plain(t) for t in tree)
+    if isinstance(tree, list):
+        return [_plain(t) for t in tree]
+    if isinstance(tree, dict):
+        return {k: _plain(v) for k, v in tree.items()}
+    return tree
 
 
 def _exported_program_to_stablehlo_bundle(exported_model, options) -> StableHLOModelBundle:

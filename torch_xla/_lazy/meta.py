@@ -17,7 +17,7 @@ an error at compilation names.
 import torch
 from torch.utils import _pytree as pytree
 
-from . import metrics, runtime, torch_compat, user_code
+from . import lowering, metrics, runtime, torch_compat, user_code
 from .caches import GenerationCache
 from .tensor import XLATensor
 
@@ -154,7 +154,7 @@ def meta_outputs(func, args, kwargs, sig):
         return hit
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
     try:
-        out = (torch_compat.meta_stand_in(func) or func)(*margs, **mkwargs)
+        out = (torch_compat.meta_stand_in(func) or lowering.stand_in(func) or func)(*margs, **mkwargs)
     except (RuntimeError, ValueError, IndexError, TypeError, AssertionError) as e:
         raise (cpu_error(func, args, kwargs, full_size=True) or e) from None
     fails = _CPU_CHECKED_WHEN.get(func)

@@ -439,3 +439,12 @@ def test_prims():
     check_lowered(lambda i, j: [p.div(i, j), p.remainder(i, j), p.fmod(i, j), p.bitwise_and(i, j), p.bitwise_or(i, j),
                                 p.bitwise_xor(i, j), p.bitwise_not(i), p.shift_left(i, j.abs() % 4),
                                 p.shift_right_arithmetic(i, j.abs() % 4)], i, j)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_frexp_from_the_bits(dtype):
+    """Subnormals too (XLA's float arithmetic may flush them); 0, inf and NaN keep exponent 0."""
+    inf = float("inf")
+    x = torch.tensor([0., -0., 1., -3.5, inf, -inf, float("nan"), 1e-40, 1e-45, 3e38, .75, -1e-39,
+                      2.0 ** -126, 6e-8, 1e-5, 65504., -123.25]).to(dtype)
+    check_lowered(torch.frexp, x, rtol=0, atol=0)

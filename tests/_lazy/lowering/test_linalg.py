@@ -350,3 +350,12 @@ def test_cdist_zero_distances_have_zero_gradient():
 def test_cdist_large_uses_the_matrix_product():
     check_lowered(lambda a, b: torch.cdist(a, b), seeded_randn(30, 3),
                   seeded_randn(4, 3, seed=1), grads=True, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("p", [0, 0.5, 1, 1.5, 2, 3, math.inf])
+def test_pdist_every_p(p):
+    """Pair by pair, with PyTorch's gradient rules at zero distances (rows 1 and 3 equal)."""
+    x = _rand(6, 4, seed=10, dtype=torch.float64)
+    x[3] = x[1]
+    check_lowered(lambda x: torch.nn.functional.pdist(x, p), x.requires_grad_(), grads=True)
+    check_lowered(lambda x: torch.nn.functional.pdist(x, p), _rand(1, 3, seed=11))

@@ -225,3 +225,18 @@ def test_complex_logsumexp_and_logcumsumexp_keep_the_cpus_branches(dtype):
     check_lowered(lambda t: [torch.logsumexp(t, 1), torch.logsumexp(t, (0, 1)),
                              torch.logcumsumexp(t, 1), torch.logcumsumexp(t, 0)], x,
                   rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int64, torch.int8,
+                                   torch.uint8, torch.bool])
+def test_hash_tensor_xors_the_64_bit_widened_elements(dtype):
+    x = (torch.arange(-6, 6).reshape(3, 4) * 1.25).to(dtype)
+    check_lowered(lambda x: (torch.hash_tensor(x), torch.hash_tensor(x, 1),
+                             torch.hash_tensor(x, [0], keepdim=True)), x)
+
+
+def test_hash_tensor_refuses_complex_as_the_cpu():
+    with pytest.raises(NotImplementedError, match="xor_sum_cpu"):
+        torch.hash_tensor(torch.ones(2, dtype=torch.complex64))
+    with pytest.raises(NotImplementedError, match="xor_sum_cpu"):
+        torch.hash_tensor(torch.ones(2, dtype=torch.complex64, device="xla"))

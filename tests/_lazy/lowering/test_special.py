@@ -102,3 +102,12 @@ def test_decompositions_end_in_lowered_prims():
     def fn(x):
         return S.i0e(x) + S.i1(x) + S.i1e(x) + S.erfcx(x) + S.spherical_bessel_j0(x) + S.ndtri(x / 2)
     check_lowered(fn, x.requires_grad_(), grads=True, rtol=1e-5)
+
+
+def test_igamma_igammac_with_pytorchs_boundary_values():
+    """NaN off the domain, the limits at a == 0, x == 0 and infinite a or x (SciPy's)."""
+    a = torch.tensor([0., 0., 1., 2., -1., 1., .5, INF, 1., NAN, 3., 0., 1e-3, 100., 1., INF, NAN, 7.])
+    x = torch.tensor([0., 1., 0., 3., 1., -1., 2., 1., INF, 1., INF, INF, 1e3, 99., NAN, INF, 0., 6.])
+    check_lowered(lambda a, x: (torch.igamma(a, x), torch.igammac(a, x)), a, x)
+    check_lowered(lambda a, x: (torch.igamma(a, x), torch.igammac(a, x)), a.double(), x.double(), rtol=1e-9)
+    check_lowered(lambda a, x: torch.igamma(a, x), a.half(), x.abs().half())

@@ -84,6 +84,25 @@ def lower_on_demand(name, **options):
     return register
 
 
+_STAND_INS = {}  # op -> a function of meta arguments giving its meta outputs
+
+
+def meta_stand_in(op):
+    """Registers the decorated function as the meta kernel of `op` (an overload, or the
+    schema name of an op PyTorch defines only when first used), where PyTorch's lacks
+    (geqrf, histogram) or skips checks the op's kernel makes: called on the op's meta
+    arguments, it returns meta outputs (and raises PyTorch's errors)."""
+    def register(fn):
+        _STAND_INS[op] = fn
+        return fn
+    return register
+
+
+def stand_in(op):
+    """The meta kernel registered for `op` by `meta_stand_in`, or None."""
+    return _STAND_INS.get(op) or _STAND_INS.get(op._schema.name)
+
+
 def lookup(op):
     """The lowering of `op`, or None (an on-demand lowering is registered at its first use)."""
     hit = REGISTRY.get(op)
@@ -96,7 +115,8 @@ def lookup(op):
 
 _FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn",
              "conv", "pooling", "resampling", "indexing", "sorting", "random", "foreach",
-             "training_ops", "fft", "special")
+             "training_ops", "fft", "special", "householder", "histograms",
+             "linear_cross_entropy", "ldl")
 
 
 def load_all() -> None:

@@ -399,6 +399,32 @@ lower(aten.conj_physical.default, aten._conj_physical.default, aten._conj_copy.d
 lower(aten._neg_view_copy.default)(jnp.negative)
 
 
+_FREXP_BITS = {np.dtype(np.float16): np.uint16, np.dtype(jnp.bfloat16): np.uint16,
+               np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
+
+
+@lower(aten.frexp.Tensor, prims.frexp.default)
+def frexp(x):
+    """(mantissa, int32 exponent): x = mantissa * 2**exponent, |mantissa| in [0.5, 1), from
+    the bits (subnormals too, which XLA's float arithmetic may flush to zero); 0, inf and
+    NaN are their own mantissa with exponent 0."""
+    info = jnp.finfo(x.dtype)
+    uint = _FREXP_BITS[np.dtype(x.dtype)]
+    width, nmant, bias = np.iinfo(uint).bits, info.nmant, info.maxexp - 1
+    bits = jax.lax.bitcast_convert_type(x, uint)
+    field = (bits >> nmant) & uint((1 << (width - 1 - nmant)) - 1)
+    frac = bits & uint((1 << nmant) - 1)
+    sign = bits & uint(1 << (width - 1))
+    top = (width - 1) - jax.lax.clz(frac).astype(np.int32)  # a subnormal's leading bit
+    subnormal = (field == 0) & (frac != 0)
+    special = ((field == 0) & (frac == 0)) | ~jnp.isfinite(x)
+    shift = jnp.where(subnormal, nmant - top, 0).astype(uint)
+    frac = jnp.where(subnormal, (frac << shift) & uint((1 << nmant) - 1), frac)
+    exponent = jnp.where(subnormal, top + 2 - bias - nmant, field.astype(np.int32) - (bias - 1))
+    mantissa = jax.lax.bitcast_convert_type(sign | (uint(bias - 1) << nmant) | frac, x.dtype)
+    return jnp.where(special, x, mantissa), jnp.where(special, 0, exponent).astype(np.int32)
+
+
 # ---- prims -----------------------------------------------------------------------------------
 # Decompositions (of this family's ops or others') can end in elementwise prims: their
 # inputs are already promoted, and each means what the aten op named here means.

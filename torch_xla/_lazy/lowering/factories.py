@@ -125,7 +125,7 @@ def kaiser_window(window_length, periodic=True, beta=12.0, dtype=None, **_):
     return window[:window_length].astype(out)
 
 
-def _two_sided(start, end, steps, dtype):
+def linspace_values(start, end, steps, dtype):
     """PyTorch's linspace values, computed from start for the first half and from end for
     the second: in the result dtype for floats, in double after truncating the bounds for
     integers."""
@@ -146,7 +146,7 @@ def linspace(start, end, steps, dtype=None, **_):
         dtype = np.dtype(np.complex128 if _dtype(None) == np.float64 else np.complex64)
     else:
         dtype = _dtype(dtype)
-    return _two_sided(start, end, steps, dtype).astype(dtype)
+    return linspace_values(start, end, steps, dtype).astype(dtype)
 
 
 @lower(aten.logspace.default)
@@ -154,7 +154,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, **_):
     """base ** exponent in double, the exponents from the bounds in the result dtype."""
     dtype = _dtype(dtype)
     start, end = (cast(cast(v, dtype), np.float64) for v in (start, end))
-    exponent = _two_sided(start, end, steps, np.dtype(np.float64))
+    exponent = linspace_values(start, end, steps, np.dtype(np.float64))
     return jnp.power(jnp.asarray(base, np.float64), exponent).astype(dtype)
 
 

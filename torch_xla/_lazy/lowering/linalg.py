@@ -9,13 +9,14 @@ Factorizations follow LAPACK's conventions, which PyTorch exposes: LU results ar
 with 1-based int32 pivots, and (like PyTorch) det/slogdet/solve factor Aᵀ for real inputs,
 so their LU outputs and the backward passes that reuse them agree with PyTorch's. `info`
 outputs are LAPACK's (0, or the 1-based order of the failing minor/pivot). (linalg_lstsq
-and geqrf have no meta kernel in PyTorch, so no lowering: the engine takes output shapes
-from meta kernels.)
+has no meta kernel in PyTorch, so no lowering: the engine takes output shapes from meta
+kernels. geqrf and ormqr are in `householder`.)
 """
 import math
 
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
 import torch
 from jax import lax
 
@@ -318,12 +319,6 @@ def householder_product(a, tau):
     return lax.linalg.householder_product(a, tau)
 
 
-@lower(aten.ormqr.default)
-def ormqr(a, tau, other, left=True, transpose=False):
-    """Q (from reflectors `a`, `tau`) applied to `other`; `transpose` is the adjoint."""
-    return lax.linalg.ormqr(a, tau, other, left=left, transpose=transpose)
-
-
 @lower(aten._linalg_svd.default)
 def svd(a, full_matrices=False, compute_uv=True, driver=None):
     if not compute_uv:
@@ -392,6 +387,43 @@ def _euclidean_mm(x1, x2):
     return jnp.sqrt(jnp.maximum(d2, 1e-30))
 
 
+def _p_norm(diff, p):
+    """The p-norm over the last axis of |differences| (p = 0 counts the nonzero ones)."""
+    diff = jnp.abs(diff)
+    if p == 0:
+        return jnp.sum(diff != 0, -1).astype(diff.dtype)
+    if p == math.inf:
+        return jnp.max(diff, -1, initial=0).astype(diff.dtype)
+    if p == 1:
+        return jnp.sum(diff, -1)
+    if p == 2:
+        return jnp.sqrt(jnp.sum(diff * diff, -1))
+    return jnp.sum(diff ** p, -1) ** (1 / p)
+
+
+def _p_norm_grad(diff, g, d, p):
+    """d(p-norm)/d(diff) times the incoming gradient `g`, with PyTorch's per-p formulas:
+    pairs at distance 0 (and zero differences for p < 1) contribute 0."""
+    zero = jnp.zeros((), diff.dtype)
+    if p == 0:
+        return jnp.zeros_like(diff)
+    if p == 1:
+        return g * jnp.sign(diff)
+    if p == 2:
+        return jnp.where(d == 0, zero, g * diff / jnp.where(d == 0, 1, d))
+    if p == math.inf:
+        return g * jnp.sign(diff) * (jnp.abs(diff) == d)
+    a = jnp.abs(diff)
+    safe_d = jnp.where(d == 0, 1, d)
+    if p < 2:
+        skip = (d == 0) | ((diff == 0) & (p < 1))
+        val = jnp.sign(diff) * jnp.where(skip, 1, a) ** (p - 1) * g / safe_d ** (p - 1)
+    else:
+        skip = d == 0
+        val = diff * a ** (p - 2) * g / safe_d ** (p - 1)
+    return jnp.where(skip, zero, val)
+
+
 @lower(aten._cdist_forward.default, static_scalars=True)
 def cdist_forward(x1, x2, p, compute_mode=None):
     """compute_mode: None/0 uses the matrix product for p=2 when either side has more
@@ -400,42 +432,32 @@ def cdist_forward(x1, x2, p, compute_mode=None):
     mode = compute_mode or 0
     if p == 2 and (mode == 1 or (mode == 0 and (x1.shape[-2] > 25 or x2.shape[-2] > 25))):
         return _euclidean_mm(x1, x2)
-    diff = jnp.abs(x1[..., :, None, :] - x2[..., None, :, :])
-    if p == 0:
-        return jnp.sum(diff != 0, -1).astype(x1.dtype)
-    if p == math.inf:
-        return jnp.max(diff, -1, initial=0).astype(x1.dtype)
-    if p == 1:
-        return jnp.sum(diff, -1)
-    if p == 2:
-        return jnp.sqrt(jnp.sum(diff * diff, -1))
-    return jnp.sum(diff ** p, -1) ** (1 / p)
+    return _p_norm(x1[..., :, None, :] - x2[..., None, :, :], p)
 
 
 @lower(aten._cdist_backward.default, static_scalars=True)
 def cdist_backward(grad, x1, x2, p, dist):
-    """PyTorch's per-p formulas; pairs at distance 0 (and zero differences for p < 1)
-    contribute 0."""
     x1e, x2e = _broadcast_batch(x1, x2)
     diff = x1e[..., :, None, :] - x2e[..., None, :, :]
-    g, d = grad[..., None], dist[..., None]
-    zero = jnp.zeros((), diff.dtype)
-    if p == 0:
-        out = jnp.zeros_like(diff)
-    elif p == 1:
-        out = g * jnp.sign(diff)
-    elif p == 2:
-        out = jnp.where(d == 0, zero, g * diff / jnp.where(d == 0, 1, d))
-    elif p == math.inf:
-        out = g * jnp.sign(diff) * (jnp.abs(diff) == d)
-    else:
-        a = jnp.abs(diff)
-        safe_d = jnp.where(d == 0, 1, d)
-        if p < 2:
-            skip = (d == 0) | ((diff == 0) & (p < 1))
-            val = jnp.sign(diff) * jnp.where(skip, 1, a) ** (p - 1) * g / safe_d ** (p - 1)
-        else:
-            skip = d == 0
-            val = diff * a ** (p - 2) * g / safe_d ** (p - 1)
-        out = jnp.where(skip, zero, val)
+    out = _p_norm_grad(diff, grad[..., None], dist[..., None], p)
     return jnp.sum(out, -2).reshape(x1e.shape).astype(x1.dtype)
+
+
+def _pairs(n):
+    """Row indices (i, j) of the pairs i < j, in pdist's order."""
+    return np.triu_indices(n, 1)
+
+
+@lower(aten._pdist_forward.default, static_scalars=True)
+def pdist_forward(x, p=2.0):
+    """The p-norm distance of every pair of rows i < j, computed pair by pair (as
+    PyTorch's kernel, not through a matrix product)."""
+    i, j = _pairs(x.shape[0])
+    return _p_norm(x[i] - x[j], p)
+
+
+@lower(aten._pdist_backward.default, static_scalars=True)
+def pdist_backward(grad, x, p, dist):
+    i, j = _pairs(x.shape[0])
+    out = _p_norm_grad(x[i] - x[j], grad[:, None], dist[:, None], p)
+    return jnp.zeros_like(x).at[i].add(out).at[j].add(-out)

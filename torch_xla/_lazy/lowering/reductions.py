@@ -8,10 +8,11 @@ import math
 
 import jax
 import jax.numpy as jnp
+import torch
 from jax import lax
 
 from .. import runtime
-from . import aten, lower
+from . import aten, lower, meta_stand_in
 from ._types import cast, float_opmath, opmath
 from .elementwise import complex_logaddexp
 
@@ -94,6 +95,33 @@ def amin(x, dim=(), keepdim=False):
 @lower(aten.aminmax.default)
 def aminmax(x, dim=None, keepdim=False):
     return amin(x, dim, keepdim), amax(x, dim, keepdim)
+
+
+@lower(aten.hash_tensor.default)
+def hash_tensor(x, dim=(), keepdim=False, mode=0):
+    """The xor of the elements' 64 bits (mode 0, the only one): floats widened to float64,
+    signed integers sign-extended to int64, unsigned ones and bools zero-extended."""
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        wide = x.astype(jnp.float64)
+    elif jnp.issubdtype(x.dtype, jnp.signedinteger):
+        wide = x.astype(jnp.int64)
+    else:
+        wide = x.astype(jnp.uint64)
+    bits = lax.bitcast_convert_type(wide, jnp.uint64)
+    axes = _axes(x, dim)
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    out = lax.reduce(bits, jnp.uint64(0), lax.bitwise_xor, axes)
+    if keepdim:
+        out = jnp.expand_dims(out, axes)
+    return out
+
+
+@meta_stand_in(aten.hash_tensor.default)
+def _hash_tensor_meta(x, *args, **kwargs):
+    """PyTorch's meta kernel, and the CPU kernel's refusal of complex tensors."""
+    if x.dtype.is_complex:
+        aten.hash_tensor.default(torch.zeros(1, dtype=x.dtype))
+    return aten.hash_tensor.default(x, *args, **kwargs)
 
 
 def _arg(fn):

@@ -231,6 +231,29 @@ def zeta(x, q):
     return jnp.where(x == 1, inf, out).astype(dtype)
 
 
+def _incomplete_gamma(fn, at_a_zero, at_x_zero):
+    """The regularized incomplete gamma `fn` (float32 computed in float64), with PyTorch's
+    boundary values (SciPy's): NaN for a < 0 or x < 0, `at_a_zero` at a == 0 < x,
+    `at_x_zero` at x == 0 (even for a NaN a), for an infinite a the value at x == 0 (NaN
+    if x is infinite too), for an infinite x that at a == 0."""
+    def lowering(a, x):
+        dtype = float_opmath(result_type(a, x))
+        wide = np.dtype("float64") if dtype == np.float32 else dtype
+        a, x = jnp.broadcast_arrays(cast(a, wide), cast(x, wide))
+        nan = _const(math.nan, a)
+        out = fn(a, x)
+        out = jnp.where(jnp.isinf(x), at_a_zero, out)
+        out = jnp.where(jnp.isinf(a), jnp.where(jnp.isinf(x), nan, at_x_zero), out)
+        out = jnp.where(x == 0, at_x_zero, out)
+        out = jnp.where(a == 0, jnp.where(x > 0, at_a_zero, nan), out)
+        return jnp.where((x < 0) | (a < 0), nan, out).astype(dtype)
+    return lowering
+
+
+lower(aten.igamma.default, prims.igamma.default)(_incomplete_gamma(jax.lax.igamma, 1.0, 0.0))
+lower(aten.igammac.default, prims.igammac.default)(_incomplete_gamma(jax.lax.igammac, 0.0, 1.0))
+
+
 # ---- Bessel functions of the first and second kind ---------------------------------------
 
 _PIO4 = 0.785398163397448309615660845819875721
