@@ -178,3 +178,46 @@ def test_caches_are_bounded_and_memory_stays_flat_over_many_shapes():
     assert out["evictions"]["MetaCacheEvictions"] > 0
     expected = sum(6 * (1 + (s // loop.STEPS_PER_SHAPE) % loop.SHAPES) for s in range(loop.STEPS)) * 1e-3
     assert abs(out["total"] - expected) < 1e-3 * expected
+
+
+def test_packed_scalars_are_unpacked_in_one_op_per_type(dev):
+    """A program's Python scalars arrive packed, one array per type; inside the program
+    each array is split in one op (no slice per scalar), and each scalar is weakly typed,
+    so a float32 tensor times a Python float stays float32."""
+    import jax
+    from torch_xla._lazy import compiler
+    from torch_xla._lazy.tensor import unwrap
+    x = torch.randn(4, device=dev)
+    xm.mark_step()
+    y = x * 0.5 + 0.25 - x * 3.5 + (x > 2).to(torch.int64) * 7 + 3
+    w = compiler.walk([unwrap(y)._value])
+    assert sorted(t.__name__ for t in set(w.key[-1])) == ["float", "int"]
+    text = str(jax.make_jaxpr(w.program.run_packed)(*w.call_args))
+    assert text.count(" split[") == 2 and " slice[" not in text, text
+    out = y.cpu()
+    assert out.dtype == torch.float32
+    xc = x.cpu()
+    torch.testing.assert_close(out, xc * 0.5 + 0.25 - xc * 3.5 + (xc > 2).to(torch.int64) * 7 + 3)
+
+
+def test_a_training_steps_first_run_compiles_one_program(dev):
+    """The first step of an MLP with SGD momentum (the graph of the forward, the backward,
+    the optimizer and cross_entropy's value check) compiles one program, and the next
+    step none."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(8, 12, device=dev), torch.randint(0, 5, (8,), device=dev)
+    xm.mark_step()
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        xm.optimizer_step(opt, barrier=True)
+    counts = []
+    for _ in range(3):
+        before = compiles()
+        step()
+        xm.wait_device_ops()
+        counts.append(compiles() - before)
+    assert counts == [1, 1, 0]  # the momentum buffers exist from the second step on

@@ -240,3 +240,20 @@ def test_random_ops_of_good_values_pass():
     counts = torch.poisson(rates)
     xm.mark_step()
     assert sample.cpu().tolist()[:2] == [0.0, 1.0] and counts.cpu().tolist()[0] == 0.0
+
+
+def test_a_check_is_one_reduction():
+    """A check's lowering is one reduction of the indices, with no argmax or gather after
+    it (XLA makes each of those a kernel of its own, compiled at a step's first run), and
+    finds the first bad value of several index tensors broadcast together."""
+    import jax
+    import jax.numpy as jnp
+    i, j = jnp.array([[0], [1]]), jnp.array([4, -7, 5])
+    bounds = ((0, 2, None), (-3, 3, None))
+    text = str(jax.make_jaxpr(lambda i, j: value_checks._IN_BOUNDS.fn(i, j, bounds=bounds))(i, j))
+    assert text.count(" reduce[") + text.count(" reduce_") == 1, text
+    assert not any(op in text for op in ("argmax", "argmin", "gather", "dynamic_slice")), text
+    flag = value_checks._IN_BOUNDS.fn(i, j, bounds=bounds).tolist()
+    # row-major over the (2, 3) broadcast: (0, 0) holds j = 4, the first bad value (k = 1)
+    assert value_checks._decode(flag, 2) == (True, 4, 1)
+    assert value_checks._decode(value_checks._IN_BOUNDS.fn(i, j % 3, bounds=bounds).tolist(), 2)[0] is False

@@ -5,7 +5,7 @@ on (`binary_cross_entropy`'s input, `bernoulli`'s probabilities, `poisson`'s rat
 
 The values are on the device until a program computes them, so the check cannot be made
 at the op. It is one more node of the graph: a reduction of the indices (or the divisor)
-to int64[3], (found, the first bad value in row-major order, which index tensor holds it),
+to int64[2], (the flat position of the first bad value in row-major order, that value),
 deferred with `execution.defer_check`: an output of the next program that runs on its
 device (at `mark_step`, or a host read before it), read by the host once that program ran,
 which raises PyTorch's error and names the op and the user's line that called it. A
@@ -17,6 +17,7 @@ import math
 import os
 
 import jax.numpy as jnp
+from jax import lax
 import numpy as np
 import torch
 
@@ -28,7 +29,8 @@ from .lowering import REGISTRY, Lowering
 from .tensor import XLATensor
 
 aten = torch.ops.aten
-_FLAG_AVAL = ((3,), torch.int64)
+_FLAG_AVAL = ((2,), torch.int64)
+_NONE = np.iinfo(np.int64).max  # the position of the first bad value when there is none
 
 
 # XLA_VALUE_CHECKS=0 (read at import): no deferred checks (see the module docstring)
@@ -50,10 +52,28 @@ def deferred_error(error, op_name, location):
 
 # ---- the reductions (jax in a program, numpy for indices on the host) ---------------------
 
-def _first_outside(xp, indices, bounds):
-    """(found, value, k) as int64[3]: the first position (row-major, over `indices`
-    broadcast together) where some index k is outside its [low, high) and is not its
-    `skip` value; k the first such index there."""
+def _first_bad(bad, values):
+    """int64[2]: (the first flat position where `bad` holds, or `_NONE`; `values` there).
+
+    One variadic reduction over two rows, (position, position) and (position, value),
+    keeping the pair of the smaller position (the init pair is `_NONE` in both, so where
+    nothing is bad either tie reads as none): XLA makes it one kernel, where an `argmax`
+    and the gathers after it made three (a kernel costs a step's first compile on the CPU
+    about 12 ms)."""
+    bad, values = bad.reshape(-1), values.reshape(-1).astype(np.int64)
+    pos = jnp.where(bad, lax.iota(np.int64, bad.shape[0]), _NONE)
+    keys, carried = jnp.broadcast_to(pos, (2,) + pos.shape), jnp.stack([pos, values])
+
+    def first(a, b):
+        take = a[0] <= b[0]
+        return jnp.where(take, a[0], b[0]), jnp.where(take, a[1], b[1])
+    _, out = lax.reduce((keys, carried), (np.int64(_NONE), np.int64(_NONE)), first, (1,))
+    return out
+
+
+def _outside(xp, indices, bounds):
+    """Where each index k is outside its [low, high) and is not its `skip` value, and the
+    indices, as arrays of shape (broadcast shape, k)."""
     arrays = xp.broadcast_arrays(*indices)
     bad, values = [], []
     for a, (low, high, skip) in zip(arrays, bounds):
@@ -61,27 +81,28 @@ def _first_outside(xp, indices, bounds):
         outside = (a < low) | (a >= high)
         bad.append(outside if skip is None else outside & (a != skip))
         values.append(a)
-    bad = xp.stack(bad, axis=-1).reshape(-1)
-    pos = xp.argmax(bad)
-    return xp.stack([bad[pos].astype(np.int64), xp.stack(values, axis=-1).reshape(-1)[pos],
-                     (pos % len(bounds)).astype(np.int64)])
+    return xp.stack(bad, axis=-1), xp.stack(values, axis=-1)
 
 
-def _found(found):
-    return jnp.stack([found.astype(np.int64), jnp.zeros((), np.int64), jnp.zeros((), np.int64)])
+def _decode(flag, count=1):
+    """(found, the bad value, which of `count` index tensors holds it) of a check's int64[2]."""
+    pos, value = (int(x) for x in flag)
+    if pos == _NONE:
+        return False, 0, 0
+    return True, value, pos % count
 
 
 def _zero_in(divisor):
-    return _found(jnp.any(divisor == 0))
+    return _first_bad(divisor == 0, jnp.zeros(divisor.shape, np.int64))
 
 
 def _outside_interval(x, low, high):
     """Some value of x is not in [low, high] (NaN is not)."""
-    return _found(jnp.any(~((x >= low) & (x <= high))))
+    return _first_bad(~((x >= low) & (x <= high)), jnp.zeros(x.shape, np.int64))
 
 
 _IN_BOUNDS = Lowering("value_check.indices_in_bounds",
-                      lambda *indices, bounds: _first_outside(jnp, indices, bounds),
+                      lambda *indices, bounds: _first_bad(*_outside(jnp, indices, bounds)),
                       static_scalars=True, rng=False, dynamic_shape=False)
 _NONZERO = Lowering("value_check.nonzero_divisor", _zero_in,
                     static_scalars=True, rng=False, dynamic_shape=False)
@@ -100,7 +121,7 @@ def _defer(lowering, tensors, kwargs, op_name, error):
     where = user_code.user_line()
 
     def check(flag):
-        found, value, k = flag.tolist()
+        found, value, k = _decode(flag.tolist(), len(inputs))
         if found:
             raise deferred_error(error(value, k), op_name, where) from None
     defer_check(Value(*_FLAG_AVAL, inputs[0].device, node, 0), check)
@@ -113,9 +134,10 @@ def check_bounds(op_name, indices, bounds, error):
     if 0 in shape:
         return
     if not isinstance(indices[0], XLATensor):  # CPU scalars PyTorch lets meet XLA tensors
-        found, value, k = _first_outside(np, [i.numpy() for i in indices], bounds).tolist()
-        if found:
-            raise error(value, k)
+        bad, values = _outside(np, [i.numpy() for i in indices], bounds)
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raise error(int(values.reshape(-1)[pos]), pos % len(indices))
         return
     _defer(_IN_BOUNDS, indices, (("bounds", tuple(bounds)),), op_name, error)
 

@@ -84,6 +84,21 @@ def test_beta_zero_ignores_nan_bias():
     check_lowered(lambda b, x, y: torch.baddbmm(b, x, y, beta=0.0), nan_bias.expand(2, 3, 5), B, C)
 
 
+def test_linear_bias_adds_one_op():
+    """`F.linear`'s addmm leaves beta and alpha at 1: its lowering is the product plus
+    the bias, with no scaling or test of beta (ops a first step would trace and compile);
+    NaNs of the bias still reach the output, as on the CPU."""
+    import jax
+    import jax.numpy as jnp
+    from torch_xla._lazy.lowering import REGISTRY
+    fn = REGISTRY[torch.ops.aten.addmm.default].fn
+    text = str(jax.make_jaxpr(fn)(jnp.ones(5), jnp.ones((3, 4)), jnp.ones((4, 5))))
+    assert text.count(" add ") == 1 and not any(op in text for op in ("select_n", " mul ", " eq ")), text
+    nan_bias = torch.full((5,), math.nan)
+    check_lowered(lambda b, x, y: torch.nn.functional.linear(x, y.T, b), nan_bias, X, Y)
+    check_lowered(lambda b, x, y: torch.addmm(b, x, y, beta=2, alpha=1), _rand(5), X, Y)
+
+
 def _signs_fixed_eigh(values, vectors):
     """Eigenvectors are defined up to sign (implementation-defined in PyTorch): first row >= 0."""
     return values, vectors * vectors[..., :1, :].sign()

@@ -57,13 +57,22 @@ def vdot(x, y):
     return _einsum("i,i->", jnp.conj(x), y)
 
 
+def _is_one(factor):
+    """Whether `factor` is the Python number 1 (a default: not a program parameter)."""
+    return isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor == 1
+
+
 def _add_product(spec):
-    """beta * self + alpha * product; beta == 0 ignores self (its NaNs too), as PyTorch."""
+    """beta * self + alpha * product; beta == 0 ignores self (its NaNs too), as PyTorch.
+    A factor left at its default 1 adds no ops (`F.linear`'s addmm)."""
     def lowering(bias, x, y, beta=1, alpha=1):
         out = _einsum(spec, x, y)
-        beta, alpha = cast(beta, out.dtype), cast(alpha, out.dtype)
-        scaled = jnp.where(beta == 0, jnp.zeros((), out.dtype), beta * bias.astype(out.dtype))
-        return scaled + alpha * out
+        if _is_one(beta):
+            scaled = bias.astype(out.dtype)
+        else:
+            beta = cast(beta, out.dtype)
+            scaled = jnp.where(beta == 0, jnp.zeros((), out.dtype), beta * bias.astype(out.dtype))
+        return scaled + (out if _is_one(alpha) else cast(alpha, out.dtype) * out)
     return lowering
 
 
