@@ -100,6 +100,34 @@ def test_steady_training_step_runs_three_programs_and_no_lazy_one(dev):
     assert count("DynamoExecute") == 3 * 3
     assert count("CachedCompile") == 0        # no lazy program ran (each run looks one up)
 
+    def buffers():
+        state = list(model.parameters()) + [opt.state[p]["momentum_buffer"] for p in model.parameters()]
+        return [unwrap(t)._value.data.unsafe_buffer_pointer() for t in state]
+    before = buffers()
+    step()
+    assert buffers() == before  # every parameter and momentum buffer donated: written in place
+
+
+def test_an_alias_of_a_parameter_sees_each_step(dev):
+    model = nn.Linear(8, 4).to(dev)
+    opt = sgd(model.parameters())
+    x = torch.randn(2, 8, device=dev)
+
+    @torch.compile(backend="openxla")
+    def step():
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+
+    step()
+    step()
+    alias = model.weight.detach()                 # shares the weight's storage
+    for _ in range(2):
+        before = model.weight.detach().cpu()
+        step()
+        assert not torch.equal(model.weight.detach().cpu(), before)
+        torch.testing.assert_close(alias.cpu(), model.weight.detach().cpu(), rtol=0, atol=0)
+
 
 def test_small_pending_inputs_are_computed_inside_the_program(dev):
     compiled = torch.compile(lambda a, b: a * b + 1, backend="openxla")

@@ -32,7 +32,7 @@ from .. import compiler, debug, metrics, rng, runtime
 from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
 from ..frames import run_without_dynamo
 from ..ir import Node, Value
-from ..tensor import XLATensor, live_tensors, to_functional, unwrap, wrap
+from ..tensor import XLATensor, live_tensors, unwrap, wrap
 from . import decompose
 from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 
@@ -97,6 +97,7 @@ class _Plan:
         self.out_avals = fn.output_avals
         self.tensor_args = fn.tensor_inputs
         self.mutated = fn.mutated_inputs
+        self.mutated_args = [fn.tensor_inputs[i] for i in fn.mutated_inputs]
         self.owners = {}    # mutated input -> the XLATensors that took its value last call
         self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
         self.programs = {}  # device -> compiled program
@@ -106,51 +107,80 @@ class _Plan:
                         if (nodes := _host_nodes(src, fn)) is not None}
 
     def run(self, args):
-        values = [_input_value(args[i]) for i in self.tensor_args]
-        device = _device_of(values)
-        values = [from_cpu(v, device) if isinstance(v, torch.Tensor) else v for v in values]
+        values, device = _read_inputs(args, self.tensor_args)
         fused = self._fuse_pending(values, device)
         layout = None if fused is None else fused[1]
         program = self.programs.get((device, layout))
         if program is None:
             program = self.programs[(device, layout)] = self._compile(values, device, fused)
-        seeds = tuple(rng.next_seed(device) for _ in range(self.fn.n_rng))
-        free = self._donatable(values, device)
-        args_d = tuple(values[i].data if i in free else jnp.copy(values[i].data) for i in self.mutated)
+        n_rng = self.fn.n_rng
+        seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
+        if self.mutated:
+            free = self._donatable(values, device)
+            args_d = tuple(values[i].data if i in free else jnp.copy(values[i].data)
+                           for i in self.mutated)
+        else:
+            args_d = ()
         args_k = tuple(values[i].data for i in self.kept if values[i].node is None)
         lazy_args = () if fused is None else fused[0].args[1:]
         start = time.perf_counter_ns()
         mutated, outs = program(args_d, args_k, seeds, lazy_args)
         metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
         metrics.count("DynamoExecute")
-        on_host = {i: self._host_value(i, args) for i in self.on_host
-                   if not isinstance(args[self.tensor_args[i]], XLATensor)
-                   and args[self.tensor_args[i]].device.type == "cpu"}
-        written = {}
-        for i, data in zip(self.mutated, mutated):
-            shape, dtype = self.avals[i]
-            written[i] = Value(shape, dtype, device, data=data)
-            if i in on_host:
-                with torch.no_grad():
-                    args[self.tensor_args[i]].copy_(on_host[i])
-            else:
-                _write_back(args[self.tensor_args[i]], written[i])
-        if written:
-            self._record_owners(written, device)
+        if mutated:
+            self.owners = self._write_inputs(args, mutated, device)
         results = []
         for kind, x in self.fn.output_refs:
             if kind == "value":
                 shape, dtype = self.out_avals[x]
-                results.append(to_functional(wrap(Value(shape, dtype, device, data=outs[x]))))
+                results.append(_to_functional(wrap(Value(shape, dtype, device, data=outs[x]))))
             elif kind == "input":
                 results.append(args[self.tensor_args[x]])
             elif kind == "alias":
-                results.append(to_functional(wrap(values[x])))
+                results.append(_to_functional(wrap(values[x])))
             elif kind == "view":
-                results.append(to_functional(wrap(_lazy_view(values[x[0]], x[1], device))))
+                results.append(_to_functional(wrap(_lazy_view(values[x[0]], x[1], device))))
             else:
                 results.append(x)
         return results
+
+    def _write_inputs(self, args, mutated, device):
+        """Gives each input the graph wrote its new value (a CPU scalar the graph computes
+        from CPU scalars gets it from the host); per input, the XLATensors now holding it
+        (id -> weak reference; tensors do not hash)."""
+        on_host = {i: self._host_value(i, args) for i in self.on_host
+                   if not isinstance(args[self.tensor_args[i]], XLATensor)
+                   and args[self.tensor_args[i]].device.type == "cpu"} if self.on_host else {}
+        owners = {}
+        for i, pos, data in zip(self.mutated, self.mutated_args, mutated):
+            shape, dtype = self.avals[i]
+            value = Value(shape, dtype, device, data=data)
+            if i in on_host:
+                with torch.no_grad():
+                    args[pos].copy_(on_host[i])
+                owners[i] = {}
+            else:
+                owners[i] = {id(t): weakref.ref(t) for t in _write_back(args[pos], value)}
+        return owners
+
+    def _donatable(self, values, device):
+        """The mutated inputs whose buffers the program may take: every live tensor holding
+        one took it from this graph's last write (an alias the user made since holds it
+        too, and then it stays), no pending computation reads it, no other input is it."""
+        if not self.owners:
+            return set()
+        live = live_tensors(device)
+        buffers = {id(values[i].data): i for i in self.mutated if i in self.owners}
+        foreign = _read_by_pending(live)
+        for t in live:
+            i = buffers.get(id(t._value.data))
+            if i is not None:
+                owner = self.owners[i].get(id(t))
+                if owner is None or owner() is not t:
+                    foreign.add(id(t._value.data))
+        inputs = collections.Counter(id(v.data) for v in values)
+        return {i for i in self.mutated if i in self.owners and id(values[i].data) not in foreign
+                and inputs[id(values[i].data)] == 1}
 
     def _host_value(self, i, args):
         """The new value of mutated input `i` (a CPU scalar), computed on the host from the
@@ -176,35 +206,6 @@ class _Plan:
                 return w, (w.key, tuple((i, root[id(values[i])]) for i in pending))
         materialize([values[i] for i in pending])
         return None
-
-    def _record_owners(self, written, device):
-        """The XLATensors holding each written value right after the write: the input's own
-        (functionalization keeps its storage's base and its current value), no other yet."""
-        by_value = {id(v): i for i, v in written.items()}
-        owners = {i: {} for i in written}  # id -> weak reference (tensors do not hash)
-        for t in live_tensors(device):
-            i = by_value.get(id(t._value))
-            if i is not None:
-                owners[i][id(t)] = weakref.ref(t)
-        self.owners = owners
-
-    def _donatable(self, values, device):
-        """The mutated inputs whose buffers the program may take: every live tensor holding
-        one took it from this graph's last write (an alias the user made since holds it
-        too, and then it stays), no pending computation reads it, no other input is it."""
-        if not self.owners:
-            return set()
-        live = live_tensors(device)
-        buffers = {id(values[i].data): i for i in self.mutated if i in self.owners}
-        foreign = set(_read_by_pending(live))
-        for t in live:
-            i = buffers.get(id(t._value.data))
-            owner = self.owners[i].get(id(t)) if i is not None else None
-            if i is not None and (owner is None or owner() is not t):
-                foreign.add(id(t._value.data))
-        inputs = collections.Counter(id(v.data) for v in values)
-        return {i for i in self.mutated if i in self.owners and id(values[i].data) not in foreign
-                and inputs[id(values[i].data)] == 1}
 
     def _compile(self, values, device, fused):
         key = None if self.key is None else (self.key, device, None if fused is None else fused[1])
@@ -274,6 +275,17 @@ def _host_nodes(src, fn, limit=8):
     return order if visit(src) else None
 
 
+def _read_inputs(args, positions):
+    """The values of the tensor arguments at `positions` (a CPU tensor as a new buffer on
+    their device) and their device."""
+    values = [_input_value(args[i]) for i in positions]
+    cpu = [k for k, v in enumerate(values) if type(v) is not Value]
+    device = _device_of(values)
+    for k in cpu:
+        values[k] = from_cpu(values[k], device)
+    return values, device
+
+
 def _input_value(t):
     if type(t) is XLATensor:
         return t._value
@@ -295,7 +307,7 @@ _is_functional, _sync, _from_functional = (torch._is_functional_tensor, torch._f
 
 
 def _device_of(values):
-    devices = {v.device for v in values if isinstance(v, Value)}
+    devices = {v.device for v in values if type(v) is Value}
     if len(devices) > 1:
         a, b = sorted(devices)[:2]
         raise RuntimeError("Expected all tensors to be on the same device, but found at least "
@@ -321,15 +333,22 @@ def _read_by_pending(live):
 
 
 def _write_back(t, value):
-    """Gives tensor `t` (an input the graph wrote) its new value. A CPU scalar computed
-    from device values gets it from the device, which waits for the program."""
+    """Gives tensor `t` (an input the graph wrote) its new value; the XLATensors holding it
+    then (functionalization keeps the one it was given as its storage's base and one of its
+    own as the tensor's current value). A CPU scalar computed from device values gets it
+    from the device, which waits for the program."""
     if isinstance(t, XLATensor):
         t._value = value
-        return
+        return (t,)
     if t.device.type == "cpu":
         with torch.no_grad():
             t.copy_(to_cpu(value))
-        return
-    torch._functionalize_replace(t, wrap(value))
+        return ()
+    given = wrap(value)
+    torch._functionalize_replace(t, given)
     torch._functionalize_commit_update(t)
     _sync(t)
+    return given, _from_functional(t)
+
+
+_to_functional = torch._to_functional_tensor
