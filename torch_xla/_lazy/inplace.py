@@ -71,6 +71,22 @@ def _unshared(self) -> bool:
             and storage.nbytes() == self.numel() * self.element_size())
 
 
+def _fitted(out, inner):
+    """The functional result `out` as the new value of `inner`: PyTorch's errors where it
+    does not fit, else cast to `inner`'s dtype."""
+    if out.shape != inner.shape:
+        raise RuntimeError(f"output with shape {list(inner.shape)} doesn't match the "
+                           f"broadcast shape {list(out.shape)}")
+    if out.dtype != inner.dtype:
+        if not torch.can_cast(out.dtype, inner.dtype):
+            raise RuntimeError(
+                f"result type {_TYPE_NAMES.get(out.dtype, out.dtype)} can't be cast to the "
+                f"desired output type {_TYPE_NAMES.get(inner.dtype, inner.dtype)}")
+        with torch._C._ExcludeDispatchKeyGuard(_FUNCTIONALIZE):
+            out = out.to(inner.dtype)
+    return out
+
+
 def _kernel(inplace, functional):
     def kernel(self, *args, **kwargs):
         if not _is_functional(self):
@@ -78,30 +94,25 @@ def _kernel(inplace, functional):
                 return inplace(self, *args, **kwargs)
         inner = _unwrap(self)
         args = [_unwrap(a) for a in args]
-        lazy = type(inner) is XLATensor
-        if lazy and not _modes():
+        if type(inner) is XLATensor and not _modes():
             # the engine's entry, as the dispatcher below this key would call it
             out = dispatch(functional, (inner, *args), kwargs)
+            old, new = inner._value, out._value
+            if new.shape != old.shape or new.dtype is not old.dtype:
+                out = _fitted(out, inner)
+            if old.sharding is not None:
+                propagate(inner, out)
+            torch._functionalize_replace(self, out)
+            if _unshared(self):
+                torch._C._unsafe_reset_storage(self)
+                return self
         else:
             with torch._C._ExcludeDispatchKeyGuard(_FUNCTIONALIZE):
-                out = functional(inner, *args, **kwargs)
-        if out.shape != inner.shape:
-            raise RuntimeError(f"output with shape {list(inner.shape)} doesn't match the "
-                               f"broadcast shape {list(out.shape)}")
-        if out.dtype != inner.dtype:
-            if not torch.can_cast(out.dtype, inner.dtype):
-                raise RuntimeError(
-                    f"result type {_TYPE_NAMES.get(out.dtype, out.dtype)} can't be cast to the "
-                    f"desired output type {_TYPE_NAMES.get(inner.dtype, inner.dtype)}")
-            with torch._C._ExcludeDispatchKeyGuard(_FUNCTIONALIZE):
-                out = out.to(inner.dtype)
-        propagate(inner, out)
-        torch._functionalize_replace(self, out)
-        if lazy and _unshared(self):
-            torch._C._unsafe_reset_storage(self)
-        else:
-            torch._functionalize_commit_update(self)
-            _sync(self)
+                out = _fitted(functional(inner, *args, **kwargs), inner)
+            propagate(inner, out)
+            torch._functionalize_replace(self, out)
+        torch._functionalize_commit_update(self)
+        _sync(self)
         return self
     return kernel
 
