@@ -124,3 +124,13 @@ def test_dispatch_modes_see_the_functional_op(dev):
         x.mul_(2.0)
     assert Log.ops == [torch.ops.aten.mul.Tensor]
     torch.testing.assert_close(x.cpu(), torch.full((3,), 2.0))
+
+
+def test_a_result_of_a_wider_dtype_is_cast_to_self(dev):
+    def run(d):
+        h = torch.full((3,), 1.5, dtype=torch.float16).to(d)
+        h.add_(torch.tensor([0.25, 0.5, 1.0]).to(d), alpha=2.0).mul_(torch.tensor(3.0))
+        return h
+    got, expected = run(dev), run("cpu")
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.cpu(), expected)
