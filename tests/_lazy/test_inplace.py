@@ -134,3 +134,22 @@ def test_a_result_of_a_wider_dtype_is_cast_to_self(dev):
     got, expected = run(dev), run("cpu")
     assert got.dtype == torch.float16
     torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.zeros(4, 3, device=d),
+    lambda d: torch.ones(4, 3, device=d),
+    lambda d: torch.full((4, 3), 2.5, device=d),
+])
+def test_views_of_a_new_tensor_are_not_rebuilt(dev, monkeypatch, make):
+    """Factories fill their new tensor in place (`zero_`, `fill_`): a view of it is up to
+    date when taken."""
+    x = make(dev)
+    traced = _traced_ops(monkeypatch)
+    y = x.t() * 2
+    assert traced == ["aten.t_copy.default", "aten.mul.Tensor"]
+    torch.testing.assert_close(y.cpu(), make("cpu").t() * 2)
+    x.zero_()[1:].fill_(7.0)
+    expected = make("cpu")
+    expected.zero_()[1:].fill_(7.0)
+    torch.testing.assert_close(x.cpu(), expected)

@@ -40,6 +40,8 @@ _HOT = {
     "lerp_.Scalar": aten.lerp.Scalar, "lerp_.Tensor": aten.lerp.Tensor,
     "sqrt_": aten.sqrt.default, "clamp_min_": aten.clamp_min.default,
     "clamp_max_": aten.clamp_max.default,
+    # what factories (`torch.zeros`, `torch.full`) run on the new tensor
+    "zero_": aten.zero.default, "fill_.Scalar": aten.fill.Scalar,
 }
 
 _TYPE_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
