@@ -199,3 +199,27 @@ def test_tracing_makes_no_reference_cycles(dev):
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_engine_ops_that_trace_their_op_reuse_its_plan(dev, monkeypatch):
+    """An op the engine handles before tracing it (nll_loss's target check, indexing) asks
+    meta for its outputs once per argument signature, like every other op."""
+    from torch_xla._lazy import dispatch
+    asked, original = [], dispatch.meta_outputs
+
+    def meta_outputs(func, *args):
+        asked.append(str(func))
+        return original(func, *args)
+    monkeypatch.setattr(dispatch, "meta_outputs", meta_outputs)
+    x, target = torch.randn(4, 5), torch.tensor([0, 4, 2, 1])
+    idx = torch.tensor([2, 0])
+    for step in range(3):
+        xd, td, idd = x.to(dev), target.to(dev), idx.to(dev)
+        loss = torch.nn.functional.nll_loss(xd.log_softmax(1), td)
+        rows = xd[idd]
+        if step == 0:
+            first = list(asked)
+            assert "aten.nll_loss_forward.default" in first and "aten.index.Tensor" in first
+    assert asked == first
+    torch.testing.assert_close(loss.cpu(), torch.nn.functional.nll_loss(x.log_softmax(1), target))
+    torch.testing.assert_close(rows.cpu(), x[idx])

@@ -66,3 +66,90 @@ def test_cpu_functionalization_is_unchanged():
     x = torch.arange(4.0)
     expected = f(x.clone())
     assert torch.equal(torch.func.functionalize(f)(x.clone()), expected)
+
+
+def _traced_ops(monkeypatch):
+    """The ops the engine traces from now on (each lowered op, by name)."""
+    from torch_xla._lazy import dispatch
+    traced, original = [], dispatch._trace_cached
+
+    def record(func, *args):
+        traced.append(str(func))
+        return original(func, *args)
+    monkeypatch.setattr(dispatch, "_trace_cached", record)
+    return traced
+
+
+def test_views_of_an_updated_parameter_are_not_rebuilt(dev, monkeypatch):
+    """After an optimizer-style update of a tensor nothing else aliases, a view of it is up
+    to date when taken: its first use does not replay the view from the storage's base."""
+    p = torch.nn.Parameter(torch.randn(4, 3).to(dev))
+    x = torch.randn(2, 3).to(dev)
+    with torch.no_grad():
+        p.mul_(0.5).add_(1.0)
+    traced = _traced_ops(monkeypatch)
+    y = x @ p.t()
+    assert traced == ["aten.t_copy.default", "aten.mm.default"]
+    torch.testing.assert_close(y.cpu(), x.cpu() @ p.detach().cpu().t())
+
+
+def test_aliases_of_an_updated_tensor_see_the_update(dev):
+    """A tensor sharing its storage (its base, a view, `.data`) keeps PyTorch's aliasing."""
+    def run(d):
+        w = torch.arange(6.0).reshape(2, 3).to(d)
+        p = torch.nn.Parameter(w)
+        v = p.view(-1)
+        data = p.data
+        with torch.no_grad():
+            p.mul_(2.0)
+            v.add_(1.0)
+            data.sub_(0.5)
+            p.add_(p)
+        return w, p.detach(), v.detach(), data
+    for got, expected in zip(run(dev), run("cpu")):
+        torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_dispatch_modes_see_the_functional_op(dev):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+    x = torch.ones(3).to(dev)
+    with Log():
+        x.mul_(2.0)
+    assert Log.ops == [torch.ops.aten.mul.Tensor]
+    torch.testing.assert_close(x.cpu(), torch.full((3,), 2.0))
+
+
+def test_a_result_of_a_wider_dtype_is_cast_to_self(dev):
+    def run(d):
+        h = torch.full((3,), 1.5, dtype=torch.float16).to(d)
+        h.add_(torch.tensor([0.25, 0.5, 1.0]).to(d), alpha=2.0).mul_(torch.tensor(3.0))
+        return h
+    got, expected = run(dev), run("cpu")
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.zeros(4, 3, device=d),
+    lambda d: torch.ones(4, 3, device=d),
+    lambda d: torch.full((4, 3), 2.5, device=d),
+])
+def test_views_of_a_new_tensor_are_not_rebuilt(dev, monkeypatch, make):
+    """Factories fill their new tensor in place (`zero_`, `fill_`): a view of it is up to
+    date when taken."""
+    x = make(dev)
+    traced = _traced_ops(monkeypatch)
+    y = x.t() * 2
+    assert traced == ["aten.t_copy.default", "aten.mul.Tensor"]
+    torch.testing.assert_close(y.cpu(), make("cpu").t() * 2)
+    x.zero_()[1:].fill_(7.0)
+    expected = make("cpu")
+    expected.zero_()[1:].fill_(7.0)
+    torch.testing.assert_close(x.cpu(), expected)

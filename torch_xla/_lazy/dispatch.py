@@ -162,6 +162,17 @@ def _emit(plan, inputs, scalars):
 
 
 def trace(func, lowering, args, kwargs):
+    """The outputs of a call of `func` traced with `lowering` (engine ops that trace their
+    op come here): through the plan cache where the arguments have a key."""
+    if not lowering.dynamic_shape:
+        dynamic, names = _scalar_flags(func, lowering)
+        out = _trace_cached(func, lowering, dynamic, names, args, kwargs)
+        if out is not None:
+            return out
+    return _trace_uncached(func, lowering, args, kwargs)
+
+
+def _trace_uncached(func, lowering, args, kwargs):
     if lowering.dynamic_shape:
         template, inputs, scalars, device, _ = _encode_call(
             func, args, kwargs, dynamic=not lowering.static_scalars)
@@ -201,6 +212,12 @@ def _arg_key(a, dyn, inputs, scalars):
     if t in _STATIC:
         return a
     raise _Uncached
+
+
+def _scalar_flags(func, lowering):
+    """`_trace_cached`'s `dynamic` and `names` for `func` traced with `lowering`."""
+    flags, names = scalar_arguments(func)
+    return ((False,) * len(flags), frozenset()) if lowering.static_scalars else (flags, names)
 
 
 def _trace_cached(func, lowering, dynamic, names, args, kwargs):
@@ -274,8 +291,7 @@ def _route(func):
     engine, lowering = _ENGINE_OPS.get(func), lookup(func)
     cached = None
     if engine is None and lowering is not None and not lowering.dynamic_shape:
-        flags, names = scalar_arguments(func)
-        cached = ((False,) * len(flags), frozenset()) if lowering.static_scalars else (flags, names)
+        cached = _scalar_flags(func, lowering)
     route = (engine, lowering, cached)
     _routes.put(id(func), route)
     return route
@@ -289,8 +305,8 @@ def dispatch(func, args, kwargs):
             return out
     if engine is not None:
         return engine(*args, **kwargs)
-    if lowering is not None:
-        return trace(func, lowering, args, kwargs)
+    if lowering is not None:  # (arguments `_trace_cached` does not key)
+        return _trace_uncached(func, lowering, args, kwargs)
     if func._schema.is_mutable:
         return _mutating(func, args, kwargs)
     decomp = decomposition_table.get(func)

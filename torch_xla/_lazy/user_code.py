@@ -14,14 +14,15 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.s
 _LIBRARY_DIRS = (PACKAGE_DIR,) + tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
                                        for m in (torch, jax)) + (
     os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep,)
-_is_library = {}  # a code object's file name -> whether it is library code
+_user_paths = {}  # a code object's file name -> its absolute path, or "" for library code
 
 
-def _library(filename) -> bool:
-    known = _is_library.get(filename)
+def _user_path(filename) -> str:
+    known = _user_paths.get(filename)
     if known is None:
         path = os.path.abspath(filename)
-        known = _is_library[filename] = path.startswith(_LIBRARY_DIRS) or filename.startswith("<")
+        library = path.startswith(_LIBRARY_DIRS) or filename.startswith("<")
+        known = _user_paths[filename] = "" if library else path
     return known
 
 
@@ -35,8 +36,9 @@ def frames():
 
 def _innermost_user(frame):
     while frame is not None:
-        if not _library(frame.f_code.co_filename):
-            return os.path.abspath(frame.f_code.co_filename), frame.f_lineno, frame.f_code.co_name
+        path = _user_path(frame.f_code.co_filename)
+        if path:
+            return path, frame.f_lineno, frame.f_code.co_name
         frame = frame.f_back
     return None
 
