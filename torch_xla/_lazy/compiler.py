@@ -313,6 +313,13 @@ class _Key:
         return self is other or (type(other) is _Key and other.hash == self.hash and other.key == self.key)
 
 
+# XLA options of our programs, per platform. On the CPU, XLA splits each kernel's LLVM
+# module into parts compiled in parallel (32 by default); a step's kernels are small
+# modules, so the splitting costs more than it gains: in one part the MLP step's program
+# compiles in 5-10% less CPU time (the CNN's 3% less), and runs as fast.
+_COMPILER_OPTIONS = {"cpu": {"xla_cpu_parallel_codegen_split_count": 1}}
+
+
 def cached(program: Program) -> bool:
     """Whether `program` is still in the cache (marked used if so)."""
     return _cache.get(program.cache_key) is program
@@ -333,10 +340,10 @@ def program_for(w: Walk) -> Program:
     program.cache_key = key
     metrics.count("UncachedCompile")
     start = time.perf_counter_ns()
-    placement = SingleDeviceSharding(runtime.jax_device(w.device))
+    device = runtime.jax_device(w.device)
     jitted = jax.jit(program.run_packed, donate_argnums=(0,) if program.n_donated else (),
-                     out_shardings=placement)
-    program.compiled = jitted.lower(*w.call_args).compile()
+                     out_shardings=SingleDeviceSharding(device))
+    program.compiled = jitted.lower(*w.call_args).compile(_COMPILER_OPTIONS.get(device.platform))
     metrics.sample("CompileTime", time.perf_counter_ns() - start)
     if debug.enabled():
         debug.explain_compile(w.order, w.roots)
