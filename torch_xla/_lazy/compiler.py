@@ -49,7 +49,7 @@ class Program:
     """A compiled program and the plan it replays (no references to live values).
     `compiled` takes (donated buffers, kept buffers, packed scalars: `pack`)."""
     __slots__ = ("compiled", "plan", "roots", "n_donated", "n_scalars", "scalar_groups",
-                 "cache_key", "replay", "__weakref__")
+                 "cache_key", "replay", "placed", "__weakref__")
 
     def __init__(self, plan, roots, n_donated, scalar_types):
         self.plan = plan
@@ -59,6 +59,7 @@ class Program:
         self.scalar_groups = _scalar_groups(scalar_types)
         self.compiled = self.cache_key = None
         self.replay = None  # graph_cache.Replay, once the program ran from a walk
+        self.placed = None  # (the scalars' bytes, their packed arrays on the device): `pack_on`
 
     def pack(self, scalars):
         """The dynamic scalars as the compiled program takes them: one array per type."""
@@ -66,6 +67,19 @@ class Program:
         if len(groups) == 1:
             return (np.array(scalars, groups[0][0]),)
         return tuple(np.array([scalars[i] for i in positions], dtype) for dtype, positions in groups)
+
+    def pack_on(self, scalars, device):
+        """`pack(scalars)` as arrays on XLA device `device`, kept for the next launch: a
+        step's scalars (learning rate, momentum) rarely change, and a launch given host
+        arrays copies them in again each time. Reused only for the same bits."""
+        packed = self.pack(scalars)
+        bits = tuple([a.tobytes() for a in packed])
+        placed = self.placed
+        if placed is not None and placed[0] == bits:
+            return placed[1]
+        target = runtime.jax_device(device)
+        placed = self.placed = (bits, tuple([jax.device_put(a, target) for a in packed]))
+        return placed[1]
 
     def run_packed(self, donated, kept, packed):
         scalars = [None] * self.n_scalars

@@ -51,8 +51,9 @@ def to_cpu(value: Value) -> torch.Tensor:
 
 def _read(value: Value) -> torch.Tensor:
     replicated.settle()  # a program waiting for another process would never end: timed
-    with metrics.timed("TransferFromDeviceTime"):
-        out = runtime.to_cpu_tensor(value.data, value.dtype)
+    start = time.perf_counter_ns()
+    out = runtime.to_cpu_tensor(value.data, value.dtype)
+    metrics.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
     metrics.count("TransferFromDevice")
     return out
 
@@ -210,8 +211,9 @@ def _execute(w):
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
         return replicated.run(w.device, call)
     program = compiler.program_for(w)
+    donated, kept, scalars = w.args
     start = time.perf_counter_ns()
-    outputs = program.compiled(*w.call_args)
+    outputs = program.compiled(donated, kept, program.pack_on(scalars, w.device))
     metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
     graph_cache.remember(w, program)
     return outputs
