@@ -50,9 +50,14 @@ def to_cpu(value: Value) -> torch.Tensor:
 
 
 def _read(value: Value) -> torch.Tensor:
+    return runtime.host_tensor(_transfer(value), value.dtype)
+
+
+def _transfer(value: Value):
+    """The computed `value`'s buffer copied to the host (a numpy array), timed and counted."""
     replicated.settle()  # a program waiting for another process would never end: timed
     start = time.perf_counter_ns()
-    out = runtime.to_cpu_tensor(value.data, value.dtype)
+    out = runtime.to_host_array(value.data)
     metrics.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
     metrics.count("TransferFromDevice")
     return out
@@ -64,8 +69,9 @@ _checks_lock = threading.Lock()  # DataParallel's threads defer and take checks
 
 
 def defer_check(value: Value, check) -> None:
-    """Calls `check(cpu_copy)` (which raises on a bad value) once a program has computed
-    `value`: the value becomes an output of the next program run on its device."""
+    """Calls `check(host_copy)` (which raises on a bad value; the copy a numpy array, read
+    from the device at a sync: no torch tensor made) once a program has computed `value`:
+    the value becomes an output of the next program run on its device."""
     with _checks_lock:
         _checks.append((value, check))
 
@@ -108,7 +114,7 @@ def _read_checks(checks) -> None:
     failed = None
     for value, check in checks:
         try:
-            check(_read(value))
+            check(_transfer(value))
         except Exception as e:  # noqa: BLE001  (the first one is raised below)
             failed = failed or e
     if failed is not None:
