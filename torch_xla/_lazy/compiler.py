@@ -40,11 +40,14 @@ _SCALAR_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64), bool: np
                   complex: np.dtype(np.complex128)}
 
 
+_STRUCT_CODES = {float: "d", int: "q", bool: "?"}
+
+
 def _scalar_layout(types):
     """A struct that packs scalars of `types` into their exact bytes (a cheap key for
-    `Program.pack_on`), or None with a complex among them."""
-    codes = {float: "d", int: "q", bool: "?"}
-    return None if complex in types else struct.Struct("<" + "".join(codes[t] for t in types))
+    `Program.pack_on`), or None with a complex (or other type) among them."""
+    codes = [_STRUCT_CODES.get(t) for t in types]
+    return None if None in codes else struct.Struct("<" + "".join(codes))
 
 
 def _scalar_groups(types):
