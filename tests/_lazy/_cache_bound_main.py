@@ -1,7 +1,7 @@
 """Run by tests/_lazy/test_compiler.py with small cache bounds: 5,000 small steps over 50
 distinct shapes (50 steps each, the cycle run twice). Prints, every 500 steps, the resident
-memory (MB), the sizes of the caches, the live device arrays and the live compiled
-programs; then the eviction counts, the result and the number of compilations."""
+memory (MB), the sizes of the caches, the live device arrays (less the scalars programs
+keep) and the live compiled programs; then the eviction counts, the result and the number of compilations."""
 import gc
 import json
 import os
@@ -21,6 +21,14 @@ def resident_mb():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def live_programs():
+    """The live compiled programs, and the device arrays they hold: each keeps its last
+    scalars on the device (`Program.pack_on`), bounded by the programs, not counted as the
+    step's arrays."""
+    programs = [o for o in gc.get_objects() if type(o) is compiler.Program]
+    return len(programs), sum(len(p.placed[1]) for p in programs if p.placed is not None)
+
+
 def main():
     dev = xm.xla_device()
     total = torch.zeros((), device=dev)
@@ -34,10 +42,11 @@ def main():
         xm.mark_step()
         if step % EVERY == EVERY - 1:
             gc.collect()
+            programs, placed = live_programs()
             samples.append({
                 "rss_mb": resident_mb(), "programs": len(compiler._cache), "meta": len(meta._cache),
-                "routes": len(dispatch._routes), "live_arrays": len(jax.live_arrays()),
-                "live_programs": sum(type(o) is compiler.Program for o in gc.get_objects())})
+                "routes": len(dispatch._routes), "live_arrays": len(jax.live_arrays()) - placed,
+                "live_programs": programs})
     evictions = {n: met.counter_value(n) for n in met.counter_names() if n.endswith("CacheEvictions")}
     print(json.dumps({"samples": samples, "evictions": evictions, "total": total.item(),
                       "compiles": met.counter_value("UncachedCompile")}))

@@ -64,6 +64,45 @@ def test_changing_python_scalars_does_not_recompile(dev):
     assert compiles() == n
 
 
+def _last_program():
+    from torch_xla._lazy import compiler
+    return compiler._cache.values()[-1]
+
+
+def test_a_programs_scalars_stay_on_the_device_while_they_are_the_same(dev):
+    """A launch reuses the device arrays of the last launch's scalars while their bytes are
+    the same; new values (0.0 and -0.0 too: 1/x tells them apart) are placed anew, with no
+    new program."""
+    x = torch.ones(3, device=dev)
+    xm.mark_step()
+    y = 1 / (x * 2.0)
+    xm.mark_step()
+    n, program = compiles(), _last_program()
+    placed = program.placed[1]
+    for scale, expected in ((2.0, 0.5), (0.0, float("inf")), (-0.0, -float("inf")), (0.0, float("inf"))):
+        y = 1 / (x * scale)
+        xm.mark_step()
+        assert y.cpu().tolist() == [expected] * 3
+        assert (program.placed[1] is placed) == (scale == 2.0)
+        placed = program.placed[1]
+    assert compiles() == n and _last_program() is program
+
+
+def test_scalars_of_every_python_type_reach_the_program(dev):
+    """ints (beyond int32 too), floats and complex numbers, changed between launches."""
+    x = torch.ones(2, device=dev, dtype=torch.float64)
+    i = torch.ones(2, device=dev, dtype=torch.int64)
+    steps = ((2, 0.5, 1 + 2j), (3, 0.5, 1 + 2j), (3, 0.25, 1 - 2j), (2 ** 40, 0.25, 1 - 2j))
+    for k, (a, b, c) in enumerate(steps):
+        y, z, w = x * b + a, i * a, (x * c).abs()
+        xm.mark_step()
+        assert y.cpu().tolist() == [a + b] * 2 and z.cpu().tolist() == [a] * 2
+        assert w.cpu().tolist() == [abs(c)] * 2
+        if k == 1:  # the second step donates the first one's buffers: its program stays
+            n = compiles()
+    assert compiles() == n
+
+
 def test_changing_learning_rate_in_a_training_loop_does_not_recompile(dev):
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1).to(dev)

@@ -12,6 +12,7 @@ Buffers that no live tensor holds any more (an in-place update replaced them) ar
 so a step keeps one copy of the model.
 """
 import collections
+import struct
 import time
 
 import jax
@@ -22,7 +23,7 @@ from jax.sharding import SingleDeviceSharding
 
 from . import debug, metrics, runtime
 from .caches import LRUCache
-from .ir import In, Node
+from .ir import In, Node, node_type
 from .lowering import call_lowering
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -40,6 +41,16 @@ _SCALAR_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64), bool: np
                   complex: np.dtype(np.complex128)}
 
 
+_STRUCT_CODES = {float: "d", int: "q", bool: "?"}
+
+
+def _scalar_layout(types):
+    """A struct that packs scalars of `types` into their exact bytes (a cheap key for
+    `Program.pack_on`), or None with a complex (or other type) among them."""
+    codes = [_STRUCT_CODES.get(t) for t in types]
+    return None if None in codes else struct.Struct("<" + "".join(codes))
+
+
 def _scalar_groups(types):
     """(dtype, positions) of each Python scalar type present, in `_SCALAR_DTYPES`' order."""
     return tuple((dtype, tuple(i for i, t in enumerate(types) if t is kind))
@@ -50,7 +61,7 @@ class Program:
     """A compiled program and the plan it replays (no references to live values).
     `compiled` takes (donated buffers, kept buffers, packed scalars: `pack`)."""
     __slots__ = ("compiled", "plan", "roots", "n_donated", "n_scalars", "scalar_groups",
-                 "cache_key", "replay", "__weakref__")
+                 "scalar_layout", "cache_key", "replay", "placed", "__weakref__")
 
     def __init__(self, plan, roots, n_donated, scalar_types):
         self.plan = plan
@@ -58,8 +69,10 @@ class Program:
         self.n_donated = n_donated
         self.n_scalars = len(scalar_types)
         self.scalar_groups = _scalar_groups(scalar_types)
+        self.scalar_layout = _scalar_layout(scalar_types)
         self.compiled = self.cache_key = None
         self.replay = None  # graph_cache.Replay, once the program ran from a walk
+        self.placed = None  # (the scalars' bytes, their packed arrays on the device): `pack_on`
 
     def pack(self, scalars):
         """The dynamic scalars as the compiled program takes them: one array per type."""
@@ -67,6 +80,24 @@ class Program:
         if len(groups) == 1:
             return (np.array(scalars, groups[0][0]),)
         return tuple(np.array([scalars[i] for i in positions], dtype) for dtype, positions in groups)
+
+    def pack_on(self, scalars, device):
+        """`pack(scalars)` as arrays on XLA device `device`, kept for the next launch: a
+        step's scalars (learning rate, momentum) rarely change, and a launch given host
+        arrays copies them in again each time. Reused only for the same bytes."""
+        packed = None
+        try:
+            bits = self.scalar_layout.pack(*scalars)
+        except (AttributeError, struct.error):  # complex scalars, or an int beyond int64
+            packed = self.pack(scalars)
+            bits = tuple([a.tobytes() for a in packed])
+        placed = self.placed
+        if placed is not None and placed[0] == bits:
+            return placed[1]
+        target = runtime.jax_device(device)
+        packed = self.pack(scalars) if packed is None else packed
+        placed = self.placed = (bits, tuple([jax.device_put(a, target) for a in packed]))
+        return placed[1]
 
     def run_packed(self, donated, kept, packed):
         """The program on packed scalars: each array made weakly typed once and split in
@@ -142,8 +173,10 @@ class Walk:
     def rederive(self) -> None:
         """Once the program ran: each base left out of its outputs (`_derived_bases`) becomes
         a pending view of the output it was left out for."""
-        for base, op, template, view in self.derived:
-            base.node, base.index = Node(op, template, (view,), (), ((base.shape, base.dtype),)), 0
+        for base, op, template, view, key, number in self.derived:
+            base.node = Node(op, template, (view,), (), ((base.shape, base.dtype),), key=key,
+                             type_number=number)
+            base.index = 0
 
 
 def _leaves_near(root, free, depth=3):
@@ -218,8 +251,9 @@ def _inverse_template(node, base):
 
 
 def _derived_bases(roots):
-    """The roots less the bases of views among them, and (base, op, template, view) for each
-    base left out: `base` is the view's output transposed or reshaped back.
+    """The roots less the bases of views among them, and (base, op, template, view, key,
+    type) for each base left out: `base` is the view's output transposed or reshaped back
+    (by a node of that key and `ir.node_type`, made once the program ran).
 
     Functionalization keeps the base of every view alive (autograd's weight gradients are
     `t()` of an `mm`, bias gradients a `view` of a `sum`), so both would be outputs, in two
@@ -238,7 +272,8 @@ def _derived_bases(roots):
         template = _inverse_template(node, base)
         if template is not None:
             dropped.add(id(base))
-            derived.append((base, node.op, template, v))
+            key = Node.key_of(node.op, template, ((base.shape, base.dtype),))
+            derived.append((base, node.op, template, v, key, node_type(key)))
     if not derived:
         return roots, ()
     return [v for v in roots if id(v) not in dropped], tuple(derived)

@@ -110,7 +110,7 @@ def _linalg_check_errors(info, api_name, is_matrix):
 
     def check(cpu_info):
         try:
-            aten._linalg_check_errors(cpu_info, api_name, is_matrix=is_matrix)
+            aten._linalg_check_errors(torch.from_numpy(cpu_info), api_name, is_matrix=is_matrix)
         except RuntimeError as e:
             raise value_checks.deferred_error(e, api_name, origin) from None
     defer_check(info._value, check)

@@ -50,9 +50,15 @@ def to_cpu(value: Value) -> torch.Tensor:
 
 
 def _read(value: Value) -> torch.Tensor:
+    return runtime.host_tensor(_transfer(value), value.dtype)
+
+
+def _transfer(value: Value):
+    """The computed `value`'s buffer copied to the host (a numpy array), timed and counted."""
     replicated.settle()  # a program waiting for another process would never end: timed
-    with metrics.timed("TransferFromDeviceTime"):
-        out = runtime.to_cpu_tensor(value.data, value.dtype)
+    start = time.perf_counter_ns()
+    out = runtime.to_host_array(value.data)
+    metrics.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
     metrics.count("TransferFromDevice")
     return out
 
@@ -63,8 +69,9 @@ _checks_lock = threading.Lock()  # DataParallel's threads defer and take checks
 
 
 def defer_check(value: Value, check) -> None:
-    """Calls `check(cpu_copy)` (which raises on a bad value) once a program has computed
-    `value`: the value becomes an output of the next program run on its device."""
+    """Calls `check(host_copy)` (which raises on a bad value; the copy a numpy array, read
+    from the device at a sync: no torch tensor made) once a program has computed `value`:
+    the value becomes an output of the next program run on its device."""
     with _checks_lock:
         _checks.append((value, check))
 
@@ -107,7 +114,7 @@ def _read_checks(checks) -> None:
     failed = None
     for value, check in checks:
         try:
-            check(_read(value))
+            check(_transfer(value))
         except Exception as e:  # noqa: BLE001  (the first one is raised below)
             failed = failed or e
     if failed is not None:
@@ -210,8 +217,9 @@ def _execute(w):
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
         return replicated.run(w.device, call)
     program = compiler.program_for(w)
+    donated, kept, scalars = w.args
     start = time.perf_counter_ns()
-    outputs = program.compiled(*w.call_args)
+    outputs = program.compiled(donated, kept, program.pack_on(scalars, w.device))
     metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
     graph_cache.remember(w, program)
     return outputs

@@ -20,19 +20,17 @@ _MAX_ENTRIES = 4096     # then forgotten together
 
 
 def _pending(values):
+    """The pending values among `values` (each once, in order) and their roots' hash: one
+    pass, as a step's `mark_step` hands over every live value."""
     pending, seen = [], set()
+    h = 0
     for v in values:
-        if v.node is not None and id(v) not in seen:
+        node = v.node
+        if node is not None and id(v) not in seen:
             seen.add(id(v))
             pending.append(v)
-    return pending
-
-
-def _roots_hash(pending) -> int:
-    h = len(pending)
-    for v in pending:
-        h = hash((h, v.node.hash, v.index))
-    return h
+            h = hash((h, node.hash, v.index))
+    return pending, hash((len(pending), h))
 
 
 class Replay:
@@ -42,15 +40,14 @@ class Replay:
     leaves' shapes and dtypes and which were free to donate, which pending values are the
     outputs and which bases were left out (`compiler._derived_bases`). A node's type fixes
     its template, so its number of inputs."""
-    __slots__ = ("n_pending", "sources", "types", "node_edges", "leaf_edges", "leaf_avals",
-                 "free", "roots", "derived", "scalar_nodes")
+    __slots__ = ("n_pending", "steps", "node_edges", "leaf_edges", "leaf_checks", "roots",
+                 "derived", "scalar_nodes")
 
     def __init__(self, w):
         order, plan = w.order, w.program.plan
         position = {id(n): p for p, n in enumerate(order)}
         index = {id(v): k for k, v in enumerate(w.pending)}
         self.n_pending = len(w.pending)
-        self.types = tuple(n.type for n in order)
         sources = [None] * len(order)
         for k, v in enumerate(w.pending):
             p = position.get(id(v.node))
@@ -65,27 +62,27 @@ class Replay:
                     sources[p] = (q, j, i)
                 else:
                     node_edges.append((q, j, p, i))
-        self.sources = tuple(sources)
+        # the nodes from the last one back: (position, where it is found, its type), each
+        # found from a pending value or from a node found before it
+        self.steps = tuple((p, *sources[p], order[p].type) for p in range(len(order) - 1, -1, -1))
         self.node_edges, self.leaf_edges = tuple(node_edges), tuple(leaf_edges)
-        self.leaf_avals = tuple((v.shape, v.dtype) for v in w.leaves)
-        self.free = w.free
+        self.leaf_checks = tuple((v.shape, v.dtype, free) for v, free in zip(w.leaves, w.free))
         self.roots = tuple(index[id(v)] for v in w.roots)
-        self.derived = tuple((index[id(b)], index[id(v)], op, template) for b, op, template, v in w.derived)
+        self.derived = tuple((index[id(b)], index[id(v)], op, template, key, number)
+                             for b, op, template, v, key, number in w.derived)
         self.scalar_nodes = tuple(p for p, (_, _, _, s0, s1, _) in enumerate(plan) if s1 > s0)
 
     def match(self, pending, held, program):
         """The walk of `pending` for `program` if they are the graph it was compiled for."""
         if len(pending) != self.n_pending:
             return None
-        types, sources = self.types, self.sources
-        nodes = [None] * len(types)
-        leaves = [None] * len(self.leaf_avals)
+        nodes = [None] * len(self.steps)
+        leaves = [None] * len(self.leaf_checks)
         try:
-            for p in range(len(types) - 1, -1, -1):
-                q, j, i = sources[p]
+            for p, q, j, i, node_type in self.steps:
                 v = pending[-1 - q] if q < 0 else nodes[q].inputs[j]
                 node = v.node
-                if node is None or node.type != types[p] or v.index != i:
+                if node is None or node.type != node_type or v.index != i:
                     return None
                 nodes[p] = node
             for q, j, p, i in self.node_edges:
@@ -104,7 +101,7 @@ class Replay:
             return None
         if None in leaves or len({id(v) for v in leaves}) != len(leaves):
             return None
-        for v, (shape, dtype), free in zip(leaves, self.leaf_avals, self.free):
+        for v, (shape, dtype, free) in zip(leaves, self.leaf_checks):
             if v.shape != shape or v.dtype is not dtype:
                 return None
             if v.data is None:
@@ -118,11 +115,11 @@ class Replay:
                 return None
             roots.append(v)
         derived = []
-        for b, k, op, template in self.derived:
+        for b, k, op, template, key, number in self.derived:
             base, view = pending[b], pending[k]
             if view.node.inputs[0] is not base or base.sharding is not None:
                 return None
-            derived.append((base, op, template, view))
+            derived.append((base, op, template, view, key, number))
         scalars = tuple([s for p in self.scalar_nodes for s in nodes[p].scalars])
         n = program.n_donated
         args = (tuple([v.data for v in leaves[:n]]), tuple([v.data for v in leaves[n:]]), scalars)
@@ -135,10 +132,10 @@ def lookup(values, held=None):
     last run for the same roots, or None (then `compiler.walk`)."""
     if runtime.is_spmd():
         return None
-    pending = _pending(values)
+    pending, roots_hash = _pending(values)
     if not pending:
         return None
-    ref = _programs.get((pending[0].device, _roots_hash(pending)))
+    ref = _programs.get((pending[0].device, roots_hash))
     program = None if ref is None else ref()
     if program is None or not compiler.cached(program):
         return None
@@ -153,4 +150,4 @@ def remember(w, program) -> None:
         program.replay = Replay(w)
     if len(_programs) >= _MAX_ENTRIES:
         _programs.clear()
-    _programs[(w.device, _roots_hash(w.pending))] = weakref.ref(program)
+    _programs[(w.device, _pending(w.pending)[1])] = weakref.ref(program)

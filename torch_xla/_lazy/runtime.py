@@ -101,6 +101,13 @@ def process_count() -> int:
     return jax.process_count() if jax.distributed.is_initialized() else 1
 
 
+@functools.lru_cache(maxsize=None)
+def _several_processes() -> bool:
+    """process_count() > 1, asked once a buffer exists (so the runtime has started): a host
+    read asks it, and a buffer's own `is_fully_addressable` costs far more."""
+    return process_count() > 1
+
+
 def process_index() -> int:
     jax_devices()
     return jax.process_index() if jax.distributed.is_initialized() else 0
@@ -266,18 +273,27 @@ def to_device_buffer(t: torch.Tensor, index: int):
     return jax.device_put(array.copy(), jax_device(index))
 
 
-def to_cpu_tensor(buffer, dtype: torch.dtype) -> torch.Tensor:
-    """Copies a jax array into a new CPU tensor of `dtype`. An array spanning processes
-    (SPMD over several hosts) is read from a local replica, or gathered from every process
-    (each must read it too, as they do running the same script)."""
-    if not buffer.is_fully_addressable:
+def to_host_array(buffer) -> np.ndarray:
+    """Copies a jax array into a new numpy array. An array spanning processes (SPMD over
+    several hosts) is read from a local replica, or gathered from every process (each must
+    read it too, as they do running the same script)."""
+    if _several_processes() and not buffer.is_fully_addressable:
         if buffer.is_fully_replicated:
             buffer = buffer.addressable_shards[0].data
         else:
             from jax.experimental import multihost_utils
             buffer = multihost_utils.process_allgather(buffer, tiled=True)
-    array = np.array(buffer)  # a writable copy: torch.from_numpy must own it
+    return np.array(buffer)  # a writable copy: torch.from_numpy must own it
+
+
+def host_tensor(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """A CPU tensor of `dtype` sharing a numpy array read from the device (`to_host_array`)."""
     if dtype in _BITCAST:
         bits = _BITCAST[dtype]
         return torch.from_numpy(array.view(to_jax_dtype(bits))).view(dtype)
     return torch.from_numpy(array)
+
+
+def to_cpu_tensor(buffer, dtype: torch.dtype) -> torch.Tensor:
+    """Copies a jax array into a new CPU tensor of `dtype` (`to_host_array`)."""
+    return host_tensor(to_host_array(buffer), dtype)

@@ -171,6 +171,8 @@ def add_step_closure(closure, args=(), run_async: bool = False) -> None:
 
 def _run_step_closures(device=None) -> None:
     """Runs the closures queued for `device`'s step (default: this thread's device)."""
+    if not any(q.sync or q.run_async for q in list(_closures.values())):
+        return  # none queued anywhere: the usual step
     from torch_xla.utils.closures import AsyncClosureHandler
     queued = _step_closures(device)
     if queued.run_async:
