@@ -81,13 +81,14 @@ def has_deferred_checks(device) -> bool:
     return any(v.device == device for v, _ in _checks)
 
 
-def _take_checks(devices):
-    """The deferred checks of values on `devices` (None: every device), taken off the list."""
-    if not _checks:
+def _take(checks, devices=None):
+    """The checks in `checks` (`_checks` or `_launched`) of values on `devices` (None: every
+    device), taken off that list."""
+    if not checks:
         return []
     with _checks_lock:
-        taken = [c for c in _checks if devices is None or c[0].device in devices]
-        _checks[:] = [c for c in _checks if not (devices is None or c[0].device in devices)]
+        taken = [c for c in checks if devices is None or c[0].device in devices]
+        checks[:] = [c for c in checks if not (devices is None or c[0].device in devices)]
     return taken
 
 
@@ -121,21 +122,11 @@ def _read_checks(checks) -> None:
         raise failed
 
 
-def _take_launched(devices=None):
-    """The checks left by earlier `mark_step`s on `devices` (None: every device)."""
-    if not _launched:
-        return []
-    with _checks_lock:
-        taken = [c for c in _launched if devices is None or c[0].device in devices]
-        _launched[:] = [c for c in _launched if not (devices is None or c[0].device in devices)]
-    return taken
-
-
 @atexit.register
 def _report_unread_checks() -> None:
     """A failed check whose step was the last one run is reported, not lost."""
     try:
-        _read_checks(_take_launched())
+        _read_checks(_take(_launched))
     except Exception as e:  # noqa: BLE001
         print(f"torch_xla: an error of the last step was not raised before exit: "
               f"{type(e).__name__}: {e}", file=sys.stderr)
@@ -157,7 +148,7 @@ def materialize(values) -> None:
         return
     if runtime.is_spmd():
         manual.check_readable(values)
-    _run_all(list(values), _take_launched(groups.keys()) + _take_checks(groups.keys()))
+    _run_all(list(values), _take(_launched, groups.keys()) + _take(_checks, groups.keys()))
 
 
 def mark_step(device=None) -> None:
@@ -171,8 +162,8 @@ def mark_step(device=None) -> None:
     if runtime.is_spmd():  # tensors in manual sharding mode exist only inside a program
         values, held = manual.outside_regions(values, held)
     devices = None if device is None else (device,)
-    earlier = _take_launched(devices)  # read once this step's program is launched
-    _run_all(values, _take_checks(devices), held, read=False)
+    earlier = _take(_launched, devices)  # read once this step's program is launched
+    _run_all(values, _take(_checks, devices), held, read=False)
     _read_checks(earlier)
 
 
@@ -264,4 +255,4 @@ def wait_device_ops() -> None:
         if v.data is not None:
             v.data.block_until_ready()
     jax.effects_barrier()
-    _read_checks(_take_launched())
+    _read_checks(_take(_launched))

@@ -15,7 +15,6 @@ which also raises PyTorch's errors for the dtypes it refuses).
 import jax.numpy as jnp
 import numpy as np
 import torch
-from jax import lax
 
 from . import aten, lower, meta_stand_in
 from .factories import linspace_values
