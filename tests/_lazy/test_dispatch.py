@@ -211,8 +211,9 @@ def test_engine_ops_that_trace_their_op_reuse_its_plan(dev, monkeypatch):
         asked.append(str(func))
         return original(func, *args)
     monkeypatch.setattr(dispatch, "meta_outputs", meta_outputs)
-    x, target = torch.randn(4, 5), torch.tensor([0, 4, 2, 1])
-    idx = torch.tensor([2, 0])
+    # sizes no other test uses: plans are cached per signature for the whole process
+    x, target = torch.randn(7, 19), torch.tensor([0, 18, 2, 1, 5, 6, 3])
+    idx = torch.tensor([2, 0, 6])
     for step in range(3):
         xd, td, idd = x.to(dev), target.to(dev), idx.to(dev)
         loss = torch.nn.functional.nll_loss(xd.log_softmax(1), td)
