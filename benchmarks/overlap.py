@@ -63,28 +63,19 @@ class Workload:
         program = compiler.program_for(w)
         args = w.call_args
         jax.block_until_ready(program.compiled(*args))
-        best = float("inf")
-        for _ in range(repeat):
-            start = time.perf_counter()
-            jax.block_until_ready(program.compiled(*args))
-            best = min(best, time.perf_counter() - start)
+        best = best_of(lambda: jax.block_until_ready(program.compiled(*args)), repeat)
         xm.mark_step()
         return best
 
 
-def steps(w, n):
+def steps(w, n, wait_each=False):
+    """n steps, then a wait (each step waited for: `wait_each`)."""
     def run():
         for _ in range(n):
             w.step()
+            if wait_each:
+                xm.wait_device_ops()
         xm.wait_device_ops()
-    return run
-
-
-def serial(w, n):
-    def run():
-        for _ in range(n):
-            w.step()
-            xm.wait_device_ops()
     return run
 
 
@@ -110,7 +101,7 @@ def main():
     w.launches.clear()
     step_t = best_of(steps(w, n), repeat=7) / n
     launches = sorted(w.launches)
-    serial_t = best_of(serial(w, n), repeat=7) / n
+    serial_t = best_of(steps(w, n, wait_each=True), repeat=7) / n
     report("overlap", {"matmuls": w.matmuls, "trace_ms": trace_t * 1e3, "exec_ms": exec_t * 1e3,
                        "step_ms": step_t * 1e3, "serial_ms": serial_t * 1e3,
                        "launch_ms": launches[len(launches) // 2] * 1e3,
