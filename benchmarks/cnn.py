@@ -76,7 +76,7 @@ def jax_step_fn():
     x = jax.random.normal(keys[3], (B, 3, 32, 32), jnp.float32)
     y = jax.random.randint(keys[4], (B,), 0, CLASSES)
 
-    def loss_fn(p, s):
+    def loss_fn(p, s, x, y):
         h, m1, v1 = _bn(_conv(x, p["w1"], p["b1"]), p["g1"], p["be1"], s["m1"], s["v1"])
         h = _pool(jax.nn.relu(h))
         h, m2, v2 = _bn(_conv(h, p["w2"], p["b2"]), p["g2"], p["be2"], s["m2"], s["v2"])
@@ -84,16 +84,17 @@ def jax_step_fn():
         logp = jax.nn.log_softmax(h @ p["wf"] + p["bf"])
         return -jnp.mean(jnp.take_along_axis(logp, y[:, None], 1)), {"m1": m1, "v1": v1, "m2": m2, "v2": v2}
 
-    def train(p, bufs, s):
-        g, s = jax.grad(loss_fn, has_aux=True)(p, s)
+    def train(p, bufs, s, x, y):
+        g, s = jax.grad(loss_fn, has_aux=True)(p, s, x, y)
         bufs = jax.tree.map(lambda b, g: MOMENTUM * b + g, bufs, g)
         return jax.tree.map(lambda p, b: p - LR * b, p, bufs), bufs, s
     train = jax.jit(train, donate_argnums=(0, 1, 2))
     state = [p, jax.tree.map(jnp.zeros_like, p), stats]
 
     def step():
-        state[:] = train(*state)
-    return step, lambda: jax.block_until_ready(state), lambda: train.lower(*state).compile()
+        state[:] = train(*state, x, y)
+    return (step, lambda: jax.block_until_ready(state),
+            lambda: train.lower(*state, x, y).compile())
 
 
 def main():

@@ -2,6 +2,9 @@
 that end in a sync, after warm-up)."""
 import json
 import os
+import pathlib
+import subprocess
+import sys
 import time
 
 import jax
@@ -59,6 +62,51 @@ def first_step_time(step, sync):
     return time.perf_counter() - start
 
 
+def first_steps(workload, pairs=3):
+    """The first step's wall time of ours and of the JAX floor, each in a fresh process (what a
+    user's script meets; in one process the second would find XLA warmed up by the first),
+    `pairs` times in turn: the medians, the median ratio of the pairs, and our probe counts."""
+    def run(which):
+        out = subprocess.run([sys.executable, "first_step.py", workload, which], check=True,
+                             cwd=pathlib.Path(__file__).parent, capture_output=True, text=True)
+        return json.loads(out.stdout.splitlines()[-1])
+    ours, floor = [], []
+    for _ in range(pairs):
+        ours.append(run("ours"))
+        floor.append(run("jax"))
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    return {"first_ours_s": median([r["seconds"] for r in ours]),
+            "first_jax_s": median([r["seconds"] for r in floor]),
+            "first_ratio": median([a["seconds"] / b["seconds"] for a, b in zip(ours, floor)]),
+            "first_probes": ours[-1]["probes"], "first_full_size_probes": ours[-1]["full_size_probes"]}
+
+
+def pytorch_floor(jax_step_fn, floor_steps, blocks, steps_per_block):
+    """What PyTorch's own per-step work costs beside the XLA program on this machine: the JAX
+    floor's step followed, in the same loop, by `floor_steps[k]()`, the same training step in
+    PyTorch on tiny CPU tensors (the module calls, autograd, the optimizer's Python and the
+    dispatcher for every op, with negligible compute), against the JAX step alone. No
+    implementation of the step under PyTorch can go below it. The CPU runs it on one thread, as
+    XLA's threads hold the cores. Returns {"floor_<k>/jax": median ratio of neighbouring blocks}."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        jstep, jsync, _ = jax_step_fn()
+        figures = {}
+        for key, make in floor_steps.items():
+            tiny = make()
+
+            def both():
+                jstep()
+                tiny()
+            figures[f"floor_{key}/jax"] = alternating_times(
+                (both, jsync), (jstep, jsync), blocks=blocks, steps_per_block=steps_per_block)[2]
+        return figures
+    finally:
+        torch.set_num_threads(threads)
+
+
 def live_device_bytes():
     return sum(a.nbytes for a in jax.live_arrays())
 
@@ -100,12 +148,12 @@ def report(name, figures):
             f.write(json.dumps({"name": name, **figures}) + "\n")
 
 
-def compiled_step(model, opt, loss_fn):
+def compiled_step(model, opt, loss_fn, backend="openxla"):
     """The training step under `torch.compile(backend='openxla')`: forward and backward one
     program each (AOTAutograd), the optimizer step a graph of its own."""
     import torch
 
-    @torch.compile(backend="openxla")
+    @torch.compile(backend=backend)
     def step():
         opt.zero_grad()
         loss_fn(model).backward()
@@ -114,15 +162,16 @@ def compiled_step(model, opt, loss_fn):
 
 
 def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eager_steps=10,
-            compiled_step_fn=None):
+            compiled_step_fn=None, floor_steps=None):
     """Times one workload three ways and reports the line: ours (`torch_step_fn(device,
     xla=True)`), the JAX floor (`jax_step_fn()` -> (step, sync, compile)) and eager PyTorch on
     the CPU (`torch_step_fn('cpu', xla=False)`); with `compiled_step_fn(device)`, a fourth:
     the step under torch.compile. Ours and the compiled step are each timed in blocks
     alternating with the JAX floor's (`ours/jax`, `compiled/jax`: the median ratio of
-    neighbouring blocks; `*_best/jax_best`: best block against best block)."""
+    neighbouring blocks; `*_best/jax_best`: best block against best block). `floor_steps`
+    adds `pytorch_floor`'s figures; the first steps are timed in fresh processes
+    (`first_steps`), `name` being the workload's module."""
     import torch_xla.core.xla_model as xm
-    import torch_xla.debug.metrics as met
     compiled = {}
     if compiled_step_fn is not None:  # alternating with the JAX floor (the machine is shared)
         compiled_step = compiled_step_fn(xm.xla_device())
@@ -135,25 +184,24 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
         del compiled_step, jstep, jsync
     before = live_device_bytes()
     ours = torch_step_fn(xm.xla_device(), True)
+    ours()
     xm.wait_device_ops()
-    met.clear_counters()
-    ours_first = first_step_time(ours, xm.wait_device_ops)
-    probes = {"first_probes": met.counter_value("ErrorProbe") or 0,
-              "first_full_size_probes": met.counter_value("FullSizeErrorProbe") or 0}
     live = live_bytes_at_launch(ours, xm.wait_device_ops) - before
     ours_mem = peak_step_bytes(last_torch_xla_program(), live)
     before = live_device_bytes()
     jstep, jsync, jcompile = jax_step_fn()
-    jax_first = first_step_time(jstep, jsync)
+    jstep()
+    jsync()
     jax_mem = peak_step_bytes(jcompile(), live_device_bytes() - before)
     ours_t, jax_t, ratio = alternating_times((ours, xm.wait_device_ops), (jstep, jsync),
                                              blocks=2 * blocks, steps_per_block=steps_per_block)
+    del jstep, jsync, jcompile
+    floor = {} if floor_steps is None else pytorch_floor(jax_step_fn, floor_steps, blocks=2 * blocks,
+                                                         steps_per_block=steps_per_block)
     eager = torch_step_fn("cpu", False)
     eager_t = steady_time(eager, lambda: None, warmup=2, blocks=3, steps_per_block=eager_steps)
     report(name, {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,
                   "ours/jax": ratio, "ours_best/jax_best": ours_t / jax_t,
-                  "ours/eager": ours_t / eager_t, **compiled,
-                  "first_ours_s": ours_first, "first_jax_s": jax_first,
-                  "first_ratio": ours_first / jax_first, **probes,
+                  "ours/eager": ours_t / eager_t, **compiled, **floor, **first_steps(name),
                   "peak_ours_mb": ours_mem / 2**20, "peak_jax_mb": jax_mem / 2**20,
                   "peak_ratio": ours_mem / jax_mem})

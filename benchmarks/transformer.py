@@ -104,21 +104,21 @@ def jax_step_fn():
     zeros = lambda: jax.tree.map(jnp.zeros_like, params)  # noqa: E731
     state = [params, zeros(), zeros(), jnp.zeros((), jnp.float32)]
     tokens = jax.random.randint(key, (B, T + 1), 0, V)
-    x, y = tokens[:, :-1], tokens[:, 1:]
 
-    def train(p, m, v, t):
-        g = jax.grad(jax_loss)(p, x, y)
+    def train(p, m, v, t, tokens):
+        loss, g = jax.value_and_grad(jax_loss)(p, tokens[:, :-1], tokens[:, 1:])
         t = t + 1
         m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
         v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
         c1, c2 = 1 - 0.9 ** t, 1 - 0.999 ** t
         p = jax.tree.map(lambda p, m, v: p * (1 - LR * 0.01) - LR * (m / c1) / (jnp.sqrt(v / c2) + 1e-8), p, m, v)
-        return p, m, v, t
+        return p, m, v, t, loss
     train = jax.jit(train, donate_argnums=(0, 1, 2))
 
     def step():
-        state[:] = train(*state)
-    return step, lambda: jax.block_until_ready(state), lambda: train.lower(*state).compile()
+        state[:] = train(*state[:4], tokens)
+    return (step, lambda: jax.block_until_ready(state),
+            lambda: train.lower(*state[:4], tokens).compile())
 
 
 def main():
