@@ -1,6 +1,4 @@
 """Autograd above the lazy device: gradients traced like the forward, living on the device."""
-import threading
-
 import torch
 
 import torch_xla.core.xla_model as xm
@@ -69,29 +67,3 @@ def test_autograd_grad_and_retain_graph(dev):
     assert g.cpu().tolist() == [3.0, 12.0, 27.0]
     (g2,) = torch.autograd.grad(g.sum(), x)
     assert g2.cpu().tolist() == [6.0, 12.0, 18.0]
-
-
-def _backward_thread(x):
-    """The thread a backward through x ran its nodes on, and x's gradient."""
-    seen = []
-    x = x.detach().requires_grad_()
-    y = x * 2
-    y.register_hook(lambda g: seen.append(threading.get_ident()))
-    y.sum().backward()
-    return seen[0], x.grad
-
-
-def test_backward_runs_on_the_calling_thread(dev):
-    """The main thread's backward of XLA tensors runs where it is called, as the CPU's does,
-    with no hand-off to a device thread of autograd's; another thread's backward runs as
-    PyTorch runs it by default (on the device's thread) with the same result."""
-    x = torch.randn(3, device=dev)
-    thread, grad = _backward_thread(x)
-    assert thread == threading.get_ident()
-    other = {}
-    worker = threading.Thread(target=lambda: other.update(zip(("thread", "grad"), _backward_thread(x))))
-    worker.start()
-    worker.join()
-    assert other["thread"] not in (threading.get_ident(), worker.ident)
-    torch.testing.assert_close(other["grad"].cpu(), grad.cpu())
-    torch.testing.assert_close(grad.cpu(), torch.full((3,), 2.0))

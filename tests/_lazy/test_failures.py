@@ -2,7 +2,6 @@
 and its place in the graph; tensors computed from it raise that error when used, the others
 stay intact, and the next step trains."""
 import inspect
-import threading
 
 import pytest
 import torch
@@ -73,9 +72,8 @@ def test_a_failing_lowering_names_its_op_and_the_next_step_trains(dev):
 
 
 def test_an_op_the_backward_pass_made_names_the_line_that_called_backward(dev, monkeypatch):
-    """The line named is the one that called backward, said to have run the backward pass
-    (on the calling thread; `test_a_backward_on_autograds_device_thread_names_its_caller` for
-    PyTorch's own thread, whose stack holds no user code)."""
+    """PyTorch runs the backward pass on a thread of its own, with no user code on its stack:
+    the line named is the one that called backward."""
     def fails(*args, **kwargs):
         raise ValueError("tanh_backward fails on purpose")
     monkeypatch.setattr(lookup(torch.ops.aten.tanh_backward.default), "fn", fails)
@@ -96,33 +94,6 @@ def test_an_op_the_backward_pass_made_names_the_line_that_called_backward(dev, m
     torch.tanh(w).sum().backward()  # the next step trains
     xm.mark_step()
     torch.testing.assert_close(w.grad.cpu(), torch.full((13, 7), 1 - torch.tanh(torch.tensor(1.0)).item() ** 2))
-
-
-def test_a_backward_on_autograds_device_thread_names_its_caller(dev, monkeypatch):
-    """A backward called from a thread other than the one that imported torch_xla runs on
-    PyTorch's device thread, whose stack holds no user code: the line named is the one
-    waiting in backward()."""
-    def fails(*args, **kwargs):
-        raise ValueError("tanh_backward fails on purpose")
-    monkeypatch.setattr(lookup(torch.ops.aten.tanh_backward.default), "fn", fails)
-    w = torch.ones(11, 5, device=dev, requires_grad=True)  # shapes no other test traces
-    xm.mark_step()
-    caught = {}
-
-    def train():
-        loss = torch.tanh(w).sum()
-        caught["line"] = inspect.currentframe().f_lineno + 1
-        loss.backward()
-        try:
-            xm.mark_step()
-        except RuntimeError as e:
-            caught["error"] = e
-    worker = threading.Thread(target=train)
-    worker.start()
-    worker.join()
-    where = f"made by the backward pass called at {__file__}:{caught['line']} in train"
-    assert where + " (`loss.backward()`)" in str(caught["error"]), str(caught["error"])
-    w.grad = None
 
 
 def test_a_failing_collective_names_the_line_of_its_call(dev, monkeypatch):

@@ -112,23 +112,11 @@ def _compile_now() -> bool:
     return _has_guard()
 
 
-def run_backward_on_calling_thread() -> None:
-    """PyTorch's autograd engine hands the backward of a device other than the CPU to a
-    thread of its own per device (for CUDA, so one host thread keeps each device's queue
-    fed). Our devices' ops are Python tracing on the host, so that thread only adds a hand-off
-    and a thread switch per backward (a fifth of a small training step's CPU on 2 cores);
-    the engine runs it on the calling thread, as for CPU tensors, where this thread-local
-    setting is off: it is turned off for the thread importing torch_xla (the training loop's,
-    as a rule). A backward called from another thread runs as PyTorch does by default."""
-    torch._C._set_multithreading_enabled(False)
-
-
 def install() -> None:
     """Fills XLA's slot of c10's guard table by the first route available (see above)."""
     global route
     if route is not None:
         return
-    run_backward_on_calling_thread()
     if _has_guard():
         route = "present"
         return

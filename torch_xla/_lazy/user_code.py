@@ -60,26 +60,14 @@ def _backward_caller():
     return lines.pop() if len(lines) == 1 else None
 
 
-def _in_engine_before_user(frame) -> bool:
-    """Whether the autograd engine's entry is on the stack inside the innermost user frame:
-    the op was made by a backward pass that this user frame called."""
-    engine = _ENGINE_RUN.__code__ if _ENGINE_RUN is not None else None
-    while frame is not None and not _user_path(frame.f_code.co_filename):
-        if frame.f_code is engine:
-            return True
-        frame = frame.f_back
-    return False
-
-
 def user_line():
     """(file, line, function, in_backward) of the innermost user frame on this thread's
-    stack, in_backward true when it called the backward pass that made the op (on this
-    thread, or, for a thread whose stack is library code alone, autograd's thread for a
-    device, on another). None when neither is known."""
-    frame = sys._getframe(1)
-    where = _innermost_user(frame)
+    stack. A thread whose stack is library code alone runs the backward pass for another
+    (autograd's thread for a device): then the line that called backward, in_backward
+    true. None when neither is known."""
+    where = _innermost_user(sys._getframe(1))
     if where is not None:
-        return where + (_in_engine_before_user(frame),)
+        return where + (False,)
     where = _backward_caller()
     return None if where is None else where + (True,)
 
