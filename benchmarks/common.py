@@ -67,8 +67,10 @@ def first_steps(workload, pairs=3):
     user's script meets; in one process the second would find XLA warmed up by the first),
     `pairs` times in turn: the medians, the median ratio of the pairs, and our probe counts."""
     def run(which):
-        out = subprocess.run([sys.executable, "first_step.py", workload, which], check=True,
+        out = subprocess.run([sys.executable, "first_step.py", workload, which],
                              cwd=pathlib.Path(__file__).parent, capture_output=True, text=True)
+        if out.returncode:
+            raise RuntimeError(f"first_step.py {workload} {which} failed:\n{out.stderr}")
         return json.loads(out.stdout.splitlines()[-1])
     ours, floor = [], []
     for _ in range(pairs):
