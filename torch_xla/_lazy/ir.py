@@ -105,7 +105,7 @@ class Node:
         self.type = h = node_type(key) if type_number is None else type_number
         for v in inputs:
             node = v.node
-            h = hash((h, node.hash, v.index)) if node is not None else hash((h, v.shape))
+            h = hash((h, node.hash, v.index)) if node is not None else hash((h, v.key))
         self.hash = h
 
     @staticmethod
