@@ -231,17 +231,26 @@ def _trace_cached(func, lowering, dynamic, names, args, kwargs):
     key, inputs, scalars = [id(func)], [], []
     try:
         i = 0
-        for a in args:
-            if type(a) is XLATensor:  # the common case, inline
+        for a in args:  # the common cases, tensors and parameters, inline
+            t = type(a)
+            if t is XLATensor:
                 v = a._value
                 inputs.append(v)
                 key.append(v.key)
+            elif (t is float or t is int) and dynamic[i]:
+                scalars.append(a)
+                key.append(t)
             else:
                 key.append(_arg_key(a, dynamic[i], inputs, scalars))
             i += 1
         if kwargs:
-            for k, a in kwargs.items():
-                key.append((k, _arg_key(a, k in names, inputs, scalars)))  # never a positional's key
+            for k, a in kwargs.items():  # (never a positional's key)
+                t = type(a)
+                if (t is float or t is int) and k in names:
+                    scalars.append(a)
+                    key.append((k, t))
+                else:
+                    key.append((k, _arg_key(a, k in names, inputs, scalars)))
     except _Uncached:
         return None
     key = tuple(key)
