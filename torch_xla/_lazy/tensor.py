@@ -57,6 +57,10 @@ def set_dispatch_entry(fn) -> None:
 
 
 class XLATensor(torch.Tensor):
+    # its value in a slot: no instance dict made for each tensor (PyTorch keeps the Python
+    # object, slot included, while a functional tensor holds the tensor)
+    __slots__ = ("_value",)
+
     @staticmethod
     def __new__(cls, value: Value):
         return wrap(value)
