@@ -67,3 +67,23 @@ def test_autograd_grad_and_retain_graph(dev):
     assert g.cpu().tolist() == [3.0, 12.0, 27.0]
     (g2,) = torch.autograd.grad(g.sum(), x)
     assert g2.cpu().tolist() == [6.0, 12.0, 18.0]
+
+
+def test_backward_runs_on_the_calling_thread_and_on_autograds_thread_when_asked(dev):
+    """The engine turns autograd's multithreading off on its thread: the backward pass of XLA
+    tensors runs there (hooks see it), and with it turned on again, on autograd's own thread
+    for the device, with the same gradients."""
+    import threading
+    assert not torch.autograd.is_multithreading_enabled()
+    grads = []
+    for device_thread in (False, True):
+        w = torch.arange(6.0).reshape(2, 3).to(dev).requires_grad_()
+        seen = []
+        w.register_hook(lambda g: seen.append(threading.current_thread()))
+        with torch.autograd.set_multithreading_enabled(device_thread):
+            (w * w).sum().backward()
+        assert (seen[0] is threading.current_thread()) is not device_thread, seen
+        grads.append(w.grad.cpu())
+    assert torch.autograd.is_multithreading_enabled() is False
+    torch.testing.assert_close(grads[0], torch.arange(6.0).reshape(2, 3) * 2)
+    torch.testing.assert_close(grads[1], grads[0])

@@ -179,7 +179,7 @@ def test_a_steady_loop_leaks_nothing(dev):
         for _ in range(10):
             step()
         xm.wait_device_ops()
-        sizes.append((compiler.cache_size(), len(jax.live_arrays()), len(tensor._live)))
+        sizes.append((compiler.cache_size(), len(jax.live_arrays()), len(tensor.live_tensors()), len(tensor._refs)))
     assert sizes[0] == sizes[1] == sizes[2], sizes
 
 

@@ -71,17 +71,21 @@ def test_a_failing_lowering_names_its_op_and_the_next_step_trains(dev):
     xm.mark_step()  # nothing failed is left pending
 
 
-def test_an_op_the_backward_pass_made_names_the_line_that_called_backward(dev, monkeypatch):
-    """PyTorch runs the backward pass on a thread of its own, with no user code on its stack:
-    the line named is the one that called backward."""
+@pytest.mark.parametrize("device_thread", [False, True])
+def test_an_op_the_backward_pass_made_names_the_line_that_called_backward(dev, monkeypatch,
+                                                                         device_thread):
+    """The backward pass runs on the thread that called backward (the engine turns autograd's
+    multithreading off there), or, with it on, on autograd's thread for the device, with no
+    user code on its stack: either way the line named is the one that called backward."""
     def fails(*args, **kwargs):
         raise ValueError("tanh_backward fails on purpose")
     monkeypatch.setattr(lookup(torch.ops.aten.tanh_backward.default), "fn", fails)
     w = torch.ones(13, 7, device=dev, requires_grad=True)  # shapes no other test traces
     xm.mark_step()
     loss = torch.tanh(w).sum()
-    line = inspect.currentframe().f_lineno + 1
-    loss.backward()
+    line = inspect.currentframe().f_lineno + 2
+    with torch.autograd.set_multithreading_enabled(device_thread):
+        loss.backward()
     with pytest.raises(RuntimeError, match="aten.tanh_backward.default failed to compile") as info:
         xm.mark_step()
     where = f"made by the backward pass called at {__file__}:{line} in {inspect.currentframe().f_code.co_name}"

@@ -203,3 +203,27 @@ def test_the_readme_example_then_four_devices(first):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["4", "torch.Size([2,", "2])", "[2.0,", "2.0]"]
+
+
+def test_the_live_tensor_registry_forgets_dead_tensors_without_a_sync(dev):
+    """Tensors are registered as made and forgotten lazily: thousands of temporaries and no
+    mark_step keep the registry within twice the live tensors (or its minimum), and the
+    live ones are listed in creation order."""
+    import gc
+    from torch_xla._lazy import tensor
+    gc.collect()  # other tests' garbage dies now, not while the bound is measured
+    a = torch.ones(3, device=dev)
+    kept = []
+    for i in range(5000):
+        b = a + i  # dies at the next iteration
+        if i % 1000 == 0:
+            kept.append(b)
+    assert len(tensor._refs) <= max(tensor._MIN_BOUND, 2 * len(tensor.live_tensors())) + 1
+    inner = [tensor.unwrap(t) for t in kept]
+    live = tensor.live_tensors()
+    assert all(any(t is i for t in live) for i in inner)
+    positions = [next(k for k, t in enumerate(live) if t is i) for i in inner]
+    assert positions == sorted(positions)
+    assert len(tensor._refs) == len(live)  # read: pruned
+    xm.mark_step()
+    torch.testing.assert_close(kept[-1].cpu(), torch.full((3,), 4001.0))

@@ -123,10 +123,22 @@ _WHOLE_FACTORIES = ("arange", "arange.start", "arange.start_step", "linspace", "
 _libs = []
 
 
+def _backward_on_the_calling_thread() -> None:
+    """PyTorch's autograd engine runs the backward pass of a non-CPU device on a thread of
+    its own (one per device) while the thread that called `backward()` waits: every step
+    hands the pass over and back, and both threads' caches go cold. With the engine's
+    multithreading off (`torch.autograd.set_multithreading_enabled(False)`, thread-local) the
+    caller runs it, as it does for the CPU. Set on the thread that installs the engine (the
+    main thread, as a rule); `set_multithreading_enabled(True)` brings the device threads
+    back, and other threads keep them."""
+    torch._C._set_multithreading_enabled(False)
+
+
 def install() -> None:
     if _libs:
         return
     device_guard.install()
+    _backward_on_the_calling_thread()
     fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(_factory, "XLA")
     # PyTorch routes a fallback call whose arguments carry the Python key (an XLATensor met

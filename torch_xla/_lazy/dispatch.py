@@ -18,7 +18,7 @@ from . import metrics, rng, runtime
 from .caches import GenerationCache
 from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
-from .ir import In, Node, Sc, Value, fill_template, node_type
+from .ir import In, Node, Sc, Value, fill_template, node_type, value_signature
 from .lowering import load_all, lookup, scalar_arguments
 from .meta import cpu_error, meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
@@ -120,9 +120,10 @@ def _factory_device(kwargs):
 
 class _Plan:
     """What every call of one op with one argument signature shares: the node's lowering,
-    argument template and structural key, and the outputs' structure, avals and device."""
+    argument template and structural key, and the outputs' structure, avals, signatures
+    (`Value.key`) and device."""
     __slots__ = ("lowering", "template", "key", "type", "structure", "avals", "present", "device",
-                 "single", "origin")
+                 "signatures", "single", "origin")
 
     def __init__(self, lowering, template, structure, avals, device, origin):
         self.lowering = lowering
@@ -133,8 +134,11 @@ class _Plan:
         self.key = Node.key_of(lowering, template, self.present)
         self.type = node_type(self.key)
         self.device = device
-        # (shape, dtype) of the one output of an op without randomness (the common case)
-        self.single = avals[0] if structure == "t" and not lowering.rng else None
+        self.signatures = tuple(None if a is None else value_signature(a[0], a[1], device)
+                                for a in avals)
+        # (shape, dtype, signature) of the one output of an op without randomness (the
+        # common case)
+        self.single = (*avals[0], self.signatures[0]) if structure == "t" and not lowering.rng else None
         self.origin = origin        # `user_code.user_line()` of the first call (meta's cache miss)
 
 
@@ -155,10 +159,11 @@ def _emit(plan, inputs, scalars):
                 plan.key, plan.type)
     if plan.structure == "t":
         shape, dtype = plan.avals[0]
-        return wrap(Value(shape, dtype, device, node, 0))
+        return wrap(Value(shape, dtype, device, node, 0, None, plan.signatures[0]))
     index = iter(range(len(plan.present)))
-    return plan.structure([None if a is None else wrap(Value(a[0], a[1], device, node, next(index)))
-                           for a in plan.avals])
+    return plan.structure([None if a is None else
+                           wrap(Value(a[0], a[1], device, node, next(index), None, sig))
+                           for a, sig in zip(plan.avals, plan.signatures)])
 
 
 def trace(func, lowering, args, kwargs):
@@ -226,17 +231,26 @@ def _trace_cached(func, lowering, dynamic, names, args, kwargs):
     key, inputs, scalars = [id(func)], [], []
     try:
         i = 0
-        for a in args:
-            if type(a) is XLATensor:  # the common case, inline
+        for a in args:  # the common cases, tensors and parameters, inline
+            t = type(a)
+            if t is XLATensor:
                 v = a._value
                 inputs.append(v)
                 key.append(v.key)
+            elif (t is float or t is int) and dynamic[i]:
+                scalars.append(a)
+                key.append(t)
             else:
                 key.append(_arg_key(a, dynamic[i], inputs, scalars))
             i += 1
         if kwargs:
-            for k, a in kwargs.items():
-                key.append((k, _arg_key(a, k in names, inputs, scalars)))  # never a positional's key
+            for k, a in kwargs.items():  # (never a positional's key)
+                t = type(a)
+                if (t is float or t is int) and k in names:
+                    scalars.append(a)
+                    key.append((k, t))
+                else:
+                    key.append((k, _arg_key(a, k in names, inputs, scalars)))
     except _Uncached:
         return None
     key = tuple(key)
@@ -249,7 +263,7 @@ def _trace_cached(func, lowering, dynamic, names, args, kwargs):
     if single is not None:  # `_emit`, inline
         node = Node(plan.lowering, plan.template, tuple(inputs), tuple(scalars), plan.present,
                     plan.origin, plan.key, plan.type)
-        return wrap(Value(single[0], single[1], plan.device, node, 0))
+        return wrap(Value(single[0], single[1], plan.device, node, 0, None, single[2]))
     return _emit(plan, tuple(inputs), tuple(scalars))
 
 

@@ -69,8 +69,7 @@ def _unshared(self) -> bool:
     """Whether no tensor but `self` holds its functional storage (the count includes the
     storage object made to ask), and the storage is no larger than `self`."""
     storage = self.untyped_storage()
-    return (_use_count(storage._cdata) == 2
-            and storage.nbytes() == self.numel() * self.element_size())
+    return _use_count(storage._cdata) == 2 and storage.nbytes() == self.nbytes
 
 
 def _fitted(out, inner):
@@ -94,7 +93,8 @@ def _kernel(inplace, functional):
         if not _is_functional(self):
             with torch._C._ExcludeDispatchKeyGuard(_FUNCTIONALIZE):
                 return inplace(self, *args, **kwargs)
-        inner = _unwrap(self)
+        _sync(self)
+        inner = _from_functional(self)
         args = [_unwrap(a) for a in args]
         if type(inner) is XLATensor and not _modes():
             # the engine's entry, as the dispatcher below this key would call it

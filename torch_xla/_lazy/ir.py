@@ -72,6 +72,22 @@ def node_type(key) -> int:
     return number
 
 
+_signatures = {}            # (shape, dtype, device) -> its number: a value's `key`
+_signature_numbers = itertools.count()
+
+
+def value_signature(shape, dtype, device) -> int:
+    """The interned number of a value's (shape, dtype, device), what a call's plan key
+    records of it: one small integer hashes and compares faster than the tuple."""
+    sig = (shape, dtype, device)
+    number = _signatures.get(sig)
+    if number is None:
+        if len(_signatures) >= _MAX_TYPES:
+            _signatures.clear()
+        number = _signatures.setdefault(sig, next(_signature_numbers))
+    return number
+
+
 class Node:
     __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin", "type", "hash")
 
@@ -89,7 +105,7 @@ class Node:
         self.type = h = node_type(key) if type_number is None else type_number
         for v in inputs:
             node = v.node
-            h = hash((h, node.hash, v.index)) if node is not None else hash((h, v.shape))
+            h = hash((h, node.hash, v.index)) if node is not None else hash((h, v.key))
         self.hash = h
 
     @staticmethod
@@ -103,14 +119,15 @@ class Value:
     __slots__ = ("node", "index", "data", "shape", "dtype", "device", "key", "error", "sharding",
                  "__weakref__")
 
-    def __init__(self, shape, dtype, device, node=None, index=0, data=None):
+    def __init__(self, shape, dtype, device, node=None, index=0, data=None, key=None):
         self.node = node
         self.index = index
         self.data = data
         self.shape = shape
         self.dtype = dtype
         self.device = device
-        self.key = (shape, dtype, device)  # what a call's signature records of it (None: failed)
+        # `value_signature`, what a call's plan key records of it (None: failed)
+        self.key = value_signature(shape, dtype, device) if key is None else key
         self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
 
     @property

@@ -11,6 +11,7 @@ itself as `XLATensor`'s handler (`set_dispatch_entry`), so an op arriving here g
 into the engine without this module importing it.
 """
 import sys
+import threading
 import weakref
 
 import torch
@@ -18,13 +19,14 @@ import torch
 from .frames import run_without_dynamo
 from .ir import Value
 
-# Every XLATensor alive, in creation order (a stable order keeps graph keys stable): weak
-# references keyed by their own id, each removing itself when its tensor dies.
-_live = {}
-
-
-def _forget(ref):
-    _live.pop(id(ref), None)
+# Every XLATensor made, in creation order (a stable order keeps graph keys stable), as weak
+# references without callbacks (a callback run at each tensor's death cost a third of its
+# making): the dead ones are dropped when the list is read (`live_tensors`, each
+# `mark_step`) and when it has doubled since.
+_refs = []
+_prune_lock = threading.Lock()  # one pruning at a time; tensors are appended without it
+_MIN_BOUND = 1024
+_bound = [_MIN_BOUND]           # the length that prunes at the next `wrap`
 
 
 _DEVICES = [torch.device("xla", i) for i in range(64)]
@@ -55,6 +57,10 @@ def set_dispatch_entry(fn) -> None:
 
 
 class XLATensor(torch.Tensor):
+    # its value in a slot: no instance dict made for each tensor (PyTorch keeps the Python
+    # object, slot included, while a functional tensor holds the tensor)
+    __slots__ = ("_value",)
+
     @staticmethod
     def __new__(cls, value: Value):
         return wrap(value)
@@ -76,12 +82,28 @@ def wrap(value: Value) -> XLATensor:
     t = _make_wrapper(XLATensor, value.shape, None, None, None, value.dtype, torch.strided,
                       _DEVICES[value.device])
     t._value = value
-    ref = weakref.ref(t, _forget)
-    _live[id(ref)] = ref
+    _refs.append(_ref(t))
+    if len(_refs) > _bound[0] and _prune_lock.acquire(blocking=False):
+        try:
+            _prune()
+        finally:
+            _prune_lock.release()
     return t
 
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
+_ref = weakref.ref
+
+
+def _prune():
+    """The live tensors, in creation order, their references alone kept in `_refs` (with
+    `_prune_lock` held; tensors made meanwhile, by other threads, stay at its end)."""
+    n = len(_refs)
+    refs = _refs[:n]
+    tensors = [r() for r in refs]
+    _refs[:n] = [r for r, t in zip(refs, tensors) if t is not None]
+    _bound[0] = max(_MIN_BOUND, 2 * len(_refs))
+    return [t for t in tensors if t is not None]
 
 
 def to_functional(inner: XLATensor) -> torch.Tensor:
@@ -104,9 +126,8 @@ def unwrap(t: torch.Tensor) -> XLATensor:
 
 def live_tensors(device=None):
     """Every live XLATensor (on `device`, if given), in creation order."""
-    # list() copies in one step: iterating the dict itself races with other threads
-    # (DataParallel) creating tensors.
-    tensors = [t for t in (r() for r in list(_live.values())) if t is not None]
+    with _prune_lock:
+        tensors = _prune()
     return tensors if device is None else [t for t in tensors if t._value.device == device]
 
 

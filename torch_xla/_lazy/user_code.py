@@ -62,12 +62,22 @@ def _backward_caller():
 
 def user_line():
     """(file, line, function, in_backward) of the innermost user frame on this thread's
-    stack. A thread whose stack is library code alone runs the backward pass for another
-    (autograd's thread for a device): then the line that called backward, in_backward
-    true. None when neither is known."""
-    where = _innermost_user(sys._getframe(1))
-    if where is not None:
-        return where + (False,)
+    stack. The backward pass has only library code between its ops and autograd's engine:
+    run on this thread (`_lazy/device`), the line that called backward is the first user
+    frame beyond the engine; run on autograd's thread for a device (whose stack is library
+    code alone), it is the line another thread waits at. Then in_backward is true. None
+    when neither is known."""
+    engine = _ENGINE_RUN.__code__ if _ENGINE_RUN is not None else None
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code is engine:
+            where = _innermost_user(frame)
+            return None if where is None else where + (True,)
+        path = _user_path(code.co_filename)
+        if path:
+            return path, frame.f_lineno, code.co_name, False
+        frame = frame.f_back
     where = _backward_caller()
     return None if where is None else where + (True,)
 
