@@ -83,6 +83,21 @@ def first_steps(workload, pairs=3):
             "first_probes": ours[-1]["probes"], "first_full_size_probes": ours[-1]["full_size_probes"]}
 
 
+def python_per_op(step):
+    """`step` with one Python call per op, as any engine that traces in Python makes: a
+    dispatch mode that runs each op's own kernel."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PerOp(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def per_op():
+        with PerOp():
+            step()
+    return per_op
+
+
 def pytorch_floor(jax_step_fn, floor_steps, blocks, steps_per_block):
     """What PyTorch's own per-step work costs beside the XLA program on this machine: the JAX
     floor's step followed, in the same loop, by `floor_steps[k]()`, the same training step in
@@ -164,15 +179,16 @@ def compiled_step(model, opt, loss_fn, backend="openxla"):
 
 
 def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eager_steps=10,
-            compiled_step_fn=None, floor_steps=None):
+            compiled_step_fn=None, floor_steps=None, jax_variants=None):
     """Times one workload three ways and reports the line: ours (`torch_step_fn(device,
     xla=True)`), the JAX floor (`jax_step_fn()` -> (step, sync, compile)) and eager PyTorch on
     the CPU (`torch_step_fn('cpu', xla=False)`); with `compiled_step_fn(device)`, a fourth:
     the step under torch.compile. Ours and the compiled step are each timed in blocks
     alternating with the JAX floor's (`ours/jax`, `compiled/jax`: the median ratio of
     neighbouring blocks; `*_best/jax_best`: best block against best block). `floor_steps`
-    adds `pytorch_floor`'s figures; the first steps are timed in fresh processes
-    (`first_steps`), `name` being the workload's module."""
+    adds `pytorch_floor`'s figures, `jax_variants` ({k: () -> (step, sync)}: the JAX step
+    written another way) `jax_<k>/jax`, alternated with the JAX floor alike; the first steps
+    are timed in fresh processes (`first_steps`), `name` being the workload's module."""
     import torch_xla.core.xla_model as xm
     compiled = {}
     if compiled_step_fn is not None:  # alternating with the JAX floor (the machine is shared)
@@ -200,6 +216,11 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     del jstep, jsync, jcompile
     floor = {} if floor_steps is None else pytorch_floor(jax_step_fn, floor_steps, blocks=2 * blocks,
                                                          steps_per_block=steps_per_block)
+    for key, make in (jax_variants or {}).items():
+        jstep, jsync, _ = jax_step_fn()
+        floor[f"jax_{key}/jax"] = alternating_times(make(), (jstep, jsync), blocks=2 * blocks,
+                                                    steps_per_block=steps_per_block)[2]
+        del jstep, jsync
     eager = torch_step_fn("cpu", False)
     eager_t = steady_time(eager, lambda: None, warmup=2, blocks=3, steps_per_block=eager_steps)
     report(name, {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,

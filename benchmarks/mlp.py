@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 import torch_xla.core.xla_model as xm
-from common import compare, compiled_step
+from common import compare, compiled_step, python_per_op
 
 SIZES = [784, 1024, 1024, 10]
 BATCH, LR, MOMENTUM = 128, 0.01, 0.9
@@ -46,7 +46,7 @@ def compiled_step_fn(device, sizes=SIZES, batch=BATCH, backend="openxla"):
     return compiled_step(model, opt, lambda m: nn.functional.cross_entropy(m(x), y), backend)
 
 
-def jax_step_fn():
+def jax_data():
     key = jax.random.PRNGKey(0)
     params = []
     for i in range(len(SIZES) - 1):
@@ -57,21 +57,30 @@ def jax_step_fn():
     bufs = jax.tree.map(jnp.zeros_like, params)
     x = jax.random.normal(key, (BATCH, SIZES[0]), jnp.float32)
     y = jax.random.randint(key, (BATCH,), 0, SIZES[-1])
+    return params, bufs, x, y
 
-    def loss_fn(params, x, y):
-        h = x
-        for i, (w, b) in enumerate(params):
-            h = h @ w + b
-            if i < len(params) - 1:
-                h = jax.nn.relu(h)
-        logp = jax.nn.log_softmax(h)
-        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], 1))
+
+def jax_loss(params, x, y):
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = h @ w + b
+        if i < len(params) - 1:
+            h = jax.nn.relu(h)
+    logp = jax.nn.log_softmax(h)
+    return -jnp.mean(jnp.take_along_axis(logp, y[:, None], 1))
+
+
+def jax_momentum_update(params, bufs, grads):
+    bufs = jax.tree.map(lambda b, g: MOMENTUM * b + g, bufs, grads)
+    return jax.tree.map(lambda p, b: p - LR * b, params, bufs), bufs
+
+
+def jax_step_fn():
+    params, bufs, x, y = jax_data()
 
     def train(params, bufs, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        bufs = jax.tree.map(lambda b, g: MOMENTUM * b + g, bufs, grads)
-        params = jax.tree.map(lambda p, b: p - LR * b, params, bufs)
-        return params, bufs, loss
+        loss, grads = jax.value_and_grad(jax_loss)(params, x, y)
+        return (*jax_momentum_update(params, bufs, grads), loss)
     train = jax.jit(train, donate_argnums=(0, 1))
     state = [params, bufs, None]
 
@@ -81,12 +90,31 @@ def jax_step_fn():
             lambda: train.lower(state[0], state[1], x, y).compile())
 
 
+def jax_three_programs_fn():
+    """The JAX step split where torch.compile splits PyTorch's (AOTAutograd's forward and
+    backward, the optimizer after the graph break at backward()): three programs, the
+    forward's residuals passed to the backward."""
+    params, bufs, x, y = jax_data()
+    forward = jax.jit(lambda p, x, y: jax.vjp(lambda p: jax_loss(p, x, y), p))
+    backward = jax.jit(lambda vjp: vjp(jnp.float32(1.0))[0])
+    update = jax.jit(jax_momentum_update, donate_argnums=(0, 1))
+    state = [params, bufs, None]
+
+    def step():
+        loss, vjp = forward(state[0], x, y)
+        state[0], state[1] = update(state[0], state[1], backward(vjp))
+        state[2] = loss
+    return step, lambda: jax.block_until_ready(state)
+
+
 def main():
-    floor_steps = {  # eager: PyTorch's C++ kernels; compiled: torch.compile with its own inductor
-        "eager": lambda: torch_step_fn("cpu", False, TINY_SIZES, TINY_BATCH),
+    tiny = lambda: torch_step_fn("cpu", False, TINY_SIZES, TINY_BATCH)  # noqa: E731
+    floor_steps = {  # eager: PyTorch's C++ kernels; python: one Python call per op on top;
+        "eager": tiny,  # compiled: torch.compile with PyTorch's own inductor
+        "python": lambda: python_per_op(tiny()),
         "compiled": lambda: compiled_step_fn("cpu", TINY_SIZES, TINY_BATCH, backend="inductor")}
     compare("mlp", torch_step_fn, jax_step_fn, compiled_step_fn=compiled_step_fn,
-            floor_steps=floor_steps)
+            floor_steps=floor_steps, jax_variants={"3programs": jax_three_programs_fn})
 
 
 if __name__ == "__main__":
