@@ -59,21 +59,22 @@ class Sc:
 
 _types = {}                 # node key -> its number
 _numbers = itertools.count()
+_signatures = {}            # (shape, dtype, device) -> its number: a value's `key`
+_signature_numbers = itertools.count()
 _MAX_TYPES = 1 << 16        # then forgotten together: numbers are never reused
+
+
+def _intern(table, numbers, key) -> int:
+    """A new number for `key` in `table` (a look-up found none)."""
+    if len(table) >= _MAX_TYPES:
+        table.clear()
+    return table.setdefault(key, next(numbers))
 
 
 def node_type(key) -> int:
     """The interned number of a node key (`Node.key_of`)."""
     number = _types.get(key)
-    if number is None:
-        if len(_types) >= _MAX_TYPES:
-            _types.clear()
-        number = _types.setdefault(key, next(_numbers))
-    return number
-
-
-_signatures = {}            # (shape, dtype, device) -> its number: a value's `key`
-_signature_numbers = itertools.count()
+    return _intern(_types, _numbers, key) if number is None else number
 
 
 def value_signature(shape, dtype, device) -> int:
@@ -81,11 +82,7 @@ def value_signature(shape, dtype, device) -> int:
     records of it: one small integer hashes and compares faster than the tuple."""
     sig = (shape, dtype, device)
     number = _signatures.get(sig)
-    if number is None:
-        if len(_signatures) >= _MAX_TYPES:
-            _signatures.clear()
-        number = _signatures.setdefault(sig, next(_signature_numbers))
-    return number
+    return _intern(_signatures, _signature_numbers, sig) if number is None else number
 
 
 class Node:
