@@ -55,6 +55,12 @@ def alternating_times(a, b, warmup=5, blocks=5, steps_per_block=10):
     return min(times[0]), min(times[1]), sorted(ratios)[len(ratios) // 2]
 
 
+def against_jax(timed, jax_step_fn, blocks, steps_per_block):
+    """`alternating_times` of `timed` ((step, sync)) and a JAX floor's step made for it."""
+    jstep, jsync, _ = jax_step_fn()
+    return alternating_times(timed, (jstep, jsync), blocks=blocks, steps_per_block=steps_per_block)
+
+
 def first_step_time(step, sync):
     start = time.perf_counter()
     step()
@@ -195,14 +201,11 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     import torch_xla.core.xla_model as xm
     compiled = {}
     if compiled_step_fn is not None:  # alternating with the JAX floor (the machine is shared)
-        compiled_step = compiled_step_fn(xm.xla_device())
-        jstep, jsync, _ = jax_step_fn()
-        compiled_t, floor_t, ratio = alternating_times(
-            (compiled_step, xm.wait_device_ops), (jstep, jsync), blocks=2 * blocks,
-            steps_per_block=steps_per_block)
+        compiled_t, floor_t, ratio = against_jax(
+            (compiled_step_fn(xm.xla_device()), xm.wait_device_ops), jax_step_fn,
+            blocks=2 * blocks, steps_per_block=steps_per_block)
         compiled = {"compiled_ms": compiled_t * 1e3, "compiled/jax": ratio,
                     "compiled_best/jax_best": compiled_t / floor_t}
-        del compiled_step, jstep, jsync
     before = live_device_bytes()
     ours = torch_step_fn(xm.xla_device(), True)
     ours()
@@ -220,10 +223,8 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     floor = {} if floor_steps is None else pytorch_floor(jax_step_fn, floor_steps, blocks=2 * blocks,
                                                          steps_per_block=steps_per_block)
     for key, make in (jax_variants or {}).items():
-        jstep, jsync, _ = jax_step_fn()
-        floor[f"jax_{key}/jax"] = alternating_times(make(), (jstep, jsync), blocks=2 * blocks,
-                                                    steps_per_block=steps_per_block)[2]
-        del jstep, jsync
+        floor[f"jax_{key}/jax"] = against_jax(make(), jax_step_fn, blocks=2 * blocks,
+                                              steps_per_block=steps_per_block)[2]
     eager = torch_step_fn("cpu", False)
     eager_t = steady_time(eager, lambda: None, warmup=2, blocks=3, steps_per_block=eager_steps)
     report(name, {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,

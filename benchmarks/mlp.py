@@ -21,11 +21,17 @@ def torch_model(sizes=SIZES):
     return nn.Sequential(*layers[:-1])
 
 
-def torch_step_fn(device, xla, sizes=SIZES, batch=BATCH):
+def _training(device, sizes, batch):
+    """The model on `device`, its optimizer and one batch (x, y)."""
     model = torch_model(sizes).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     x = torch.randn(batch, sizes[0]).to(device)
     y = torch.randint(0, sizes[-1], (batch,)).to(device)
+    return model, opt, x, y
+
+
+def torch_step_fn(device, xla, sizes=SIZES, batch=BATCH):
+    model, opt, x, y = _training(device, sizes, batch)
 
     def step():
         opt.zero_grad()
@@ -39,10 +45,7 @@ def torch_step_fn(device, xla, sizes=SIZES, batch=BATCH):
 
 
 def compiled_step_fn(device, sizes=SIZES, batch=BATCH, backend="openxla"):
-    model = torch_model(sizes).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    x = torch.randn(batch, sizes[0]).to(device)
-    y = torch.randint(0, sizes[-1], (batch,)).to(device)
+    model, opt, x, y = _training(device, sizes, batch)
     return compiled_step(model, opt, lambda m: nn.functional.cross_entropy(m(x), y), backend)
 
 
