@@ -207,7 +207,7 @@ class XlaFullyShardedDataParallel(nn.Module):
         self._cast_buffers()
 
         self._is_root: Optional[bool] = None
-        self._root: Optional["XlaFullyShardedDataParallel"] = None
+        object.__setattr__(self, "_root", None)  # the root instance, once known
         self._require_backward_grad_sync = True
         self._unsynced_grads = {}  # shard index -> full gradient accumulated under no_sync()
         self._finalize_queued = False
@@ -360,7 +360,8 @@ class XlaFullyShardedDataParallel(nn.Module):
             self._is_root = True
             for m in self.modules():
                 if m is not self and isinstance(m, XlaFullyShardedDataParallel):
-                    m._is_root, m._root = False, self
+                    m._is_root = False
+                    object.__setattr__(m, "_root", self)  # a reference, not a submodule
         if self._is_root and self.disable_reshard_on_root:
             self.reshard_after_forward = False
 
