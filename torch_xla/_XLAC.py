@@ -13,6 +13,7 @@ from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy import manual as _manual
 from torch_xla._lazy import collectives as _coll
 from torch_xla._lazy import metrics as _metrics
+from torch_xla._lazy.lowering import precision as _precision
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
 from torch_xla._lazy import runtime as _runtime
 from torch_xla._lazy import sharding as _sharding
@@ -256,3 +257,13 @@ def _mark_manual_sharding(t, op_sharding: OpSharding) -> None:
     if not _manual.is_manual(op_sharding.sharding):
         raise RuntimeError(f"_mark_manual_sharding takes the manual OpSharding, got {op_sharding}")
     _sharding.mark_manual(t)
+
+
+def _xla_set_mat_mul_precision(precision: str) -> None:
+    """Sets the precision of float32 products and convolutions ('default', 'high',
+    'highest') for the programs compiled from now on."""
+    _precision.set_level(precision)
+
+
+def _xla_get_mat_mul_precision() -> str:
+    return _precision.setting()

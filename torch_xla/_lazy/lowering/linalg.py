@@ -1,9 +1,9 @@
 """Matrix products, pairwise distances and linear algebra.
 
 Products: float16/bfloat16 accumulate in float32 and return their own dtype (as PyTorch);
-float32 uses the precision of `torch.get_float32_matmul_precision()` ("highest", PyTorch's
-default, is exact float32 — XLA on GPU/TPU would otherwise use TF32/bfloat16 passes). The
-setting is read when a program is traced.
+float32 uses the precision of `precision.setting()` (torch_xla's mat mul precision once set,
+else `torch.get_float32_matmul_precision()`: "highest", PyTorch's default, is exact float32 —
+XLA on GPU/TPU would otherwise use TF32/bfloat16 passes). It is read when a program is traced.
 
 Factorizations follow LAPACK's conventions, which PyTorch exposes: LU results are packed
 with 1-based int32 pivots, and (like PyTorch) det/slogdet/solve factor Aᵀ for real inputs,
@@ -23,13 +23,7 @@ from jax import lax
 from .. import torch_compat
 from . import aten, lower
 from ._types import cast, opmath
-
-_PRECISION = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH}
-
-
-def matmul_precision():
-    """The float32 product precision PyTorch is set to ("highest", its default, is exact)."""
-    return _PRECISION.get(torch.get_float32_matmul_precision(), lax.Precision.DEFAULT)
+from .precision import matmul_precision
 
 
 def _einsum(spec, x, y):
