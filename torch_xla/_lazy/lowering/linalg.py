@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from jax import lax
 
-from .. import torch_compat
-from . import aten, lower
+from .. import runtime, torch_compat
+from . import Lowering, aten, lower
 from ._types import cast, opmath
 from .precision import matmul_precision
 
@@ -34,6 +34,17 @@ def _einsum(spec, x, y):
 @lower(aten.mm.default, aten.bmm.default, aten.matmul.default)
 def matmul(x, y):
     return jnp.matmul(x, y, precision=matmul_precision(), preferred_element_type=opmath(x.dtype))
+
+
+def _dot_general(x, y, dimension_numbers, dtype):
+    return lax.dot_general(x, y, dimension_numbers, precision=matmul_precision(),
+                           preferred_element_type=runtime.to_jax_dtype(getattr(torch, dtype)))
+
+
+# XLA's DotGeneral (`_XLAC._xla_dot_general`), no ATen op: static dimension numbers
+# ((lhs contracting, rhs contracting), (lhs batch, rhs batch)) and the result's dtype name.
+DOT_GENERAL = Lowering("xla::dot_general", _dot_general, static_scalars=True, rng=False,
+                       dynamic_shape=False)
 
 
 @lower(aten.mv.default)
