@@ -171,10 +171,18 @@ class ExecutionError(RuntimeError):
     """A step's program failed; the message names the op and its place in the graph."""
 
 
+# Whether programs may run (`_XLAC._set_allow_execution`): a caller that must not cause an
+# execution (a compiled function's body) turns it off, and any program run then raises.
+allow_execution = [True]
+
+
 def _run(values, held=None) -> None:
     """Materialises the pending `values` (all on one device) in one program. If it fails,
     the values computed from what failed raise the error when used; the others stay
     pending, intact."""
+    if not allow_execution[0]:
+        raise RuntimeError("Unexpected execution happens inside the compiled function, exiting "
+                           "(executions are disallowed: _XLAC._set_allow_execution(False))")
     w = graph_cache.lookup(values, held) or compiler.walk(values, held)
     if w is None:
         return
