@@ -13,6 +13,9 @@ Checks of computed values (a factorization's `info`, an index's range) are defer
 at the next sync after it: a host read (`to_cpu`, `materialize`) reads them at once, a
 `mark_step` leaves them to the next `mark_step` (which reads them once it has launched its
 own program) or `wait_device_ops`, as CUDA reports a device-side error at a later call.
+A value computed from a checked op holds its check (`ir`'s `checks`): a host read of it
+reads the check first and raises its error (`raise_failed_checks`), never handing out the
+value XLA computed past it.
 
 Programs run asynchronously: `mark_step` returns once the program is launched (each root
 holds a buffer jax is still computing), so tracing the next step overlaps it; only a read
