@@ -98,8 +98,15 @@ def _differentiable(dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
+# Every specialisation of a jax function made for the graph, by the function's key: for
+# each an object whose `_cache` holds its specialisations (torch_xla's
+# `xla_builder._JAX_TO_XLA_COMPUTATION_CACHE`, which counts them).
+SPECIALIZED = {}
+
+
 class _Vjp:
-    """The forward and backward callees of `callee` differentiated in its inputs `wrt`."""
+    """The forward and backward callees of `callee` differentiated in its inputs `wrt`
+    (its two specialisations in `_cache`)."""
 
     def __init__(self, callee, wrt):
         self.wrt, self.n_out = wrt, len(callee.avals)
@@ -132,6 +139,7 @@ class _Vjp:
         ct_avals = [self.out_avals[i] for i in self.float_out]
         self.backward = Callee(backward, (*residual_avals, *ct_avals), (),
                                f"{callee.name}.backward")
+        self._cache = {"forward": self.forward, "backward": self.backward}
 
 
 class _Differentiated(torch.autograd.Function):
@@ -158,9 +166,6 @@ class _Differentiated(torch.autograd.Function):
         return (None, None, *out)
 
 
-_vjps = {}  # (callee, wrt) -> _Vjp
-
-
 def apply(callee, tensors, scalars=()):
     """`call` with autograd: gradients flow to those of `tensors` that require them."""
     wrt = ()
@@ -169,9 +174,7 @@ def apply(callee, tensors, scalars=()):
                     if t.requires_grad and _differentiable(t.dtype))
     if not wrt:
         return call(callee, tensors, scalars)
-    vjp = _vjps.get((callee, wrt))
+    vjp = SPECIALIZED.get(("vjp", callee, wrt))
     if vjp is None:
-        if len(_vjps) > 4096:
-            _vjps.clear()
-        vjp = _vjps[(callee, wrt)] = _Vjp(callee, wrt)
+        vjp = SPECIALIZED[("vjp", callee, wrt)] = _Vjp(callee, wrt)
     return list(_Differentiated.apply(vjp, tuple(scalars), *tensors))

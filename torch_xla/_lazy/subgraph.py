@@ -52,4 +52,4 @@ def extract(roots, stop):
 
 def run(plan, root_refs, inputs, scalars):
     """The roots of `plan` computed from jax values `inputs` and `scalars`."""
-    return compiler.Program(plan, root_refs, 0, ()).run_traced((), list(inputs), list(scalars))
+    return compiler.Program(plan, root_refs, 0, ()).run_traced((), tuple(inputs), list(scalars))

@@ -54,7 +54,7 @@ class JaxCallable:
         return jax.tree.unflatten(spec.out_tree, outs)
 
 
-_JAX_TO_XLA_COMPUTATION_CACHE = {}
+_JAX_TO_XLA_COMPUTATION_CACHE = jax_functions.SPECIALIZED  # also the gradients' (assume_pure)
 
 
 def _jax_to_xla_computation_cache_elements() -> int:
