@@ -109,6 +109,18 @@ def defer_check(value: Value, check, guarded=()) -> None:
             v.node.checks = v.node.checks | {deferred}
 
 
+def deferred_check_count() -> int:
+    """How many checks are deferred (a mark for `drop_deferred_checks`)."""
+    return len(_checks)
+
+
+def drop_deferred_checks(mark) -> None:
+    """Drops the checks deferred since `deferred_check_count()` gave `mark` (those of a
+    traced function's ops: no host reads values between its runs, `_lazy/traced`)."""
+    with _checks_lock:
+        del _checks[mark:]
+
+
 def has_deferred_checks(device) -> bool:
     """Whether values on `device` wait for a program to check them (`defer_check`)."""
     return any(c.device == device for c in _checks)
