@@ -2,9 +2,10 @@
 
 `walk(values)` walks the graphs behind `values` once in post order and writes the walk
 down as a structural key: each node's key and the positions of its inputs, the shapes and
-dtypes of the device buffers it reads, which of them are donated. `program_for(walk)` looks
-the program up by that key and the device it runs on (`runner.lookup`); on a miss, a Python
-function that replays the lowerings is compiled by the runner, placed on that device. Dynamic scalars
+dtypes of the device buffers it reads, which of them are donated, and the products' precision
+(`lowering.precision`: a new setting compiles anew). `program_for(walk)` looks the program
+up by that key and the device it runs on (`runner.lookup`); on a miss, a Python function
+that replays the lowerings is compiled by the runner, placed on that device. Dynamic scalars
 are program parameters, passed packed: one array per Python type (float, int, bool,
 complex), each element made weakly typed again inside the program, as jax types a Python
 scalar (a launch converts each argument apart: 200 scalars cost 0.3 ms, one array 3 µs).
@@ -21,7 +22,7 @@ from jax._src.lax.lax import _convert_element_type
 
 from . import debug, runner, runtime
 from .ir import In, Node, node_type
-from .lowering import call_lowering
+from .lowering import call_lowering, precision
 
 
 class LoweringError(Exception):
@@ -56,10 +57,11 @@ class Program(runner.Executable):
     """A compiled program and the plan it replays (no references to live values).
     `compiled` takes (donated buffers, kept buffers, packed scalars: `pack`)."""
     __slots__ = ("plan", "roots", "n_donated", "n_scalars", "scalar_groups",
-                 "scalar_layout", "replay", "placed")
+                 "scalar_layout", "replay", "placed", "precision")
 
-    def __init__(self, plan, roots, n_donated, scalar_types):
+    def __init__(self, plan, roots, n_donated, scalar_types, precision=None):
         super().__init__()
+        self.precision = precision  # the products' precision it is compiled under
         self.plan = plan
         self.roots = roots
         self.n_donated = n_donated
@@ -309,11 +311,11 @@ def walk(values, held=None):
         plan.append((node.op, node.template, refs, s0, len(scalars), node.avals))
         key_nodes.append((node.key, refs))
     root_refs = tuple(ref(v) for v in roots)
-    key = (tuple(key_nodes), root_refs, len(donated),
+    key = (precision.setting(), tuple(key_nodes), root_refs, len(donated),
            tuple((v.shape, v.dtype) for v in donated), tuple((v.shape, v.dtype) for v in kept),
            tuple(type(s) for s in scalars))
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
-    program = Program(tuple(plan), root_refs, len(donated), key[-1])
+    program = Program(tuple(plan), root_refs, len(donated), key[-1], key[0])
     w = Walk(order, roots, key, program, args, derived)
     w.pending, w.leaves = pending, donated + kept
     w.free = tuple(held is not None and id(v.data) not in held for v in w.leaves)
@@ -330,8 +332,9 @@ def dependent_roots(w: Walk, position):
 
 
 def cached(program: Program) -> bool:
-    """Whether `program` is still in the runner's cache (marked used if so)."""
-    return runner.is_cached(program)
+    """Whether `program` is still in the runner's cache (marked used if so) and was compiled
+    under the products' precision of now (its walk key's first part)."""
+    return runner.is_cached(program) and program.precision == precision.setting()
 
 
 def program_for(w: Walk) -> Program:

@@ -25,7 +25,7 @@ import numpy as np
 from jax._src.lax.lax import _convert_element_type
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from . import runner, runtime
+from . import metrics, runner, runtime
 
 AXIS = runtime.REPLICA_AXIS
 
@@ -132,12 +132,14 @@ def _run(call, per_replica):
     if program is None:
         program = runner.compile(_body(call), global_args, placement, key=call.key,
                                  explain=call.explain)
-    if runtime.process_count() > 1:
-        settle()
-        outs = _within_timeout(lambda: runner.execute(program, *global_args))
-        _waiting.append(outs)
-    else:
-        outs = runner.execute(program, *global_args)
+    metrics.count("ExecuteReplicated")
+    with metrics.timed("ExecuteReplicatedTime"):
+        if runtime.process_count() > 1:
+            settle()
+            outs = _within_timeout(lambda: runner.execute(program, *global_args))
+            _waiting.append(outs)
+        else:
+            outs = runner.execute(program, *global_args)
     local = [runtime.jax_device(i) for i in runtime.replicas()]
     result = [[] for _ in local]
     for out, shape in zip(outs, call.out_shapes):

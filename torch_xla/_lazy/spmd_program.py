@@ -14,7 +14,7 @@ its output took.
 """
 import jax
 
-from . import compiler, debug, manual, runner, spmd
+from . import compiler, debug, manual, metrics, runner, spmd
 from .lowering.sharding import SHARDING_CONSTRAINT
 
 
@@ -137,7 +137,9 @@ def run(w):
     else:
         program, args = _compiled(w, layout), layout.args
         _keep_placed(w, layout)
-    outputs = runner.execute(program, *args)
+    metrics.count("ExecuteReplicated")  # torch_xla's names for a program over the devices
+    with metrics.timed("ExecuteReplicatedTime"):
+        outputs = runner.execute(program, *args)
     if layout is not None:
         for v, out in zip(w.roots, outputs):
             if v.sharding is None:
