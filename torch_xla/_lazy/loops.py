@@ -17,6 +17,7 @@ from jax import lax
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from . import jax_functions, traced
+from .tensor import XLATensor
 
 _SEED_STRIDE = 0x9E3779B97F4A7C1  # seeds of iteration i: the traced seed + i * this
 
@@ -98,8 +99,9 @@ def while_loop(cond_fn, body_fn, carried, additional=()):
     `carried = body_fn(*carried, *additional)`: `lax.while_loop` of the traced functions."""
     carried, additional = list(carried), list(additional)
     n, na = len(carried), len(additional)
-    cond = traced.trace(cond_fn, (*carried, *additional), name="while_cond")
-    body = traced.trace(body_fn, (*carried, *additional), name="while_body")
+    raw = any(isinstance(t, XLATensor) for t in carried)  # from PyTorch's while_loop
+    cond = traced.trace(cond_fn, (*carried, *additional), name="while_cond", raw=raw)
+    body = traced.trace(body_fn, (*carried, *additional), name="while_body", raw=raw)
     if len(cond.callee.avals) != 1 or cond.callee.avals[0][0] not in ((), (1,)):
         raise ValueError(f"while_loop: cond_fn must return one boolean tensor of one element, "
                          f"returned {cond.callee.avals}")
@@ -126,4 +128,4 @@ def while_loop(cond_fn, body_fn, carried, additional=()):
     callee = jax_functions.Callee(run, avals, types, "while_loop",
                                   key=("while", cond.callee, body.callee, tuple(avals)))
     return jax_functions.call(callee, [*carried, *additional, *cond_caps, *body_caps],
-                              (*cond.scalars, *body.scalars))
+                              (*cond.scalars, *body.scalars), raw=raw)
