@@ -97,11 +97,12 @@ def scan(body, init, xs, remat=False):
 def while_loop(cond_fn, body_fn, carried, additional=()):
     """The carried values once `cond_fn(*carried, *additional)` is false, each iteration
     `carried = body_fn(*carried, *additional)`: `lax.while_loop` of the traced functions."""
-    carried, additional = list(carried), list(additional)
-    n, na = len(carried), len(additional)
+    carried = list(carried)
     raw = any(isinstance(t, XLATensor) for t in carried)  # from PyTorch's while_loop
     cond = traced.trace(cond_fn, (*carried, *additional), name="while_cond", raw=raw)
     body = traced.trace(body_fn, (*carried, *additional), name="while_body", raw=raw)
+    additional = [a for a in additional if isinstance(a, torch.Tensor)]  # others are static
+    n, na = len(carried), len(additional)
     if len(cond.callee.avals) != 1 or cond.callee.avals[0][0] not in ((), (1,)):
         raise ValueError(f"while_loop: cond_fn must return one boolean tensor of one element, "
                          f"returned {cond.callee.avals}")
