@@ -16,7 +16,7 @@ from .dispatch import dispatch
 from .execution import from_cpu
 from .lowering import overload_named
 from .frames import run_without_dynamo
-from .sharding import from_process_batch, shard_data
+from .spmd.mark_sharding import from_process_batch, shard_data
 from .tensor import to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)

@@ -24,7 +24,7 @@ import torch
 from .dispatch import dispatch
 from .frames import run_without_dynamo
 from .lowering import overload_named
-from .sharding import propagate
+from .spmd.mark_sharding import propagate
 from .tensor import XLATensor
 
 aten = torch.ops.aten
