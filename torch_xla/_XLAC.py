@@ -11,14 +11,14 @@ import torch
 
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
-from torch_xla._lazy import manual as _manual
-from torch_xla._lazy import collectives as _coll
+from torch_xla._lazy.spmd import manual_regions as _manual
+from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import metrics as _metrics
 from torch_xla._lazy.lowering import linalg as _linalg, precision as _precision
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
 from torch_xla._lazy import runtime as _runtime
-from torch_xla._lazy import sharding as _sharding
-from torch_xla._lazy import spmd as _spmd
+from torch_xla._lazy.spmd import mark_sharding as _sharding
+from torch_xla._lazy.spmd import layout as _spmd
 from torch_xla._lazy import tensor as _tensor
 
 
@@ -180,7 +180,7 @@ def _get_xla_sharding_specs(tensors) -> list:
 class OpSharding:
     """XLA's OpSharding: a layout over the devices, as torch_xla's scripts pass one around.
     Built from torch_xla's arguments (`OpSharding(tile_assignment, group_assignment,
-    replication_groups, sharding_type)`: see `_lazy.spmd.from_tile_assignment`), or got
+    replication_groups, sharding_type)`: see `_lazy.spmd.layout.from_tile_assignment`), or got
     from a mesh (`Mesh.get_op_sharding`) or a tensor (`_get_xla_op_sharding`)."""
     __slots__ = ("sharding", "rank")
 

@@ -148,7 +148,7 @@ class Walk:
     """One program's worth of pending values, ready to compile or to inspect: the nodes in
     topological order, the roots, the structural key, the unjitted program and its
     arguments (donated buffers, kept buffers, scalars), the device it runs on, and whether
-    it holds a collective (then it runs over every replica: `_lazy/replicated`).
+    it holds a collective (then it runs over every replica: `_lazy/replicas/program`).
     `call_args` are the arguments as the compiled program takes them (scalars packed)."""
     __slots__ = ("order", "roots", "key", "program", "args", "device", "collective", "derived",
                  "pending", "leaves", "free")

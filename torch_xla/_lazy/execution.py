@@ -31,7 +31,10 @@ import time
 import jax
 import torch
 
-from . import compiler, debug, graph_cache, manual, metrics, replicated, runner, runtime, spmd_program, user_code
+from . import compiler, debug, graph_cache, metrics, runner, runtime, user_code
+from .replicas import program as replicated
+from .spmd import manual_regions as manual
+from .spmd import program as spmd_program
 from .ir import Value, format_node
 from .tensor import live_values
 

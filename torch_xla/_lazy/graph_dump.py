@@ -7,7 +7,8 @@ the program text, jax's lowering of the same function the runner compiles.
 """
 import torch
 
-from . import compiler, runner, runtime, spmd_program
+from . import compiler, runner, runtime
+from .spmd import program as spmd_program
 from .debug import format_avals
 from .ir import fill_template
 from .tensor import XLATensor, live_values, unwrap

@@ -1,6 +1,6 @@
 """SPMD programs: one jax.jit program over every device, partitioned by XLA.
 
-Under SPMD (`_lazy/spmd`) a step's walk (`compiler.walk`) becomes one program over a mesh of
+Under SPMD (`_lazy/spmd/layout`) a step's walk (`compiler.walk`) becomes one program over a mesh of
 all devices: its sharded inputs are global arrays, jit reads their layouts from them, each
 root value given a sharding asks for it as its output's layout (`out_shardings`), and XLA's
 partitioner (Shardy/GSPMD) splits the program and inserts the collectives. Inputs still on
@@ -14,8 +14,10 @@ its output took.
 """
 import jax
 
-from . import compiler, debug, manual, metrics, runner, spmd
-from .lowering.sharding import SHARDING_CONSTRAINT
+from .. import compiler, debug, metrics, runner
+from . import layout as spmd
+from . import manual_regions as manual
+from .constraint_lowering import SHARDING_CONSTRAINT
 
 
 class _Layout:
