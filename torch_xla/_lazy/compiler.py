@@ -24,7 +24,6 @@ import time
 import jax
 import numpy as np
 from jax._src.lax.lax import _convert_element_type
-from jax.sharding import SingleDeviceSharding
 
 from . import debug, metrics, runtime
 from .caches import LRUCache
@@ -410,9 +409,11 @@ def program_for(w: Walk) -> Program:
     metrics.count("UncachedCompile")
     start = time.perf_counter_ns()
     device = runtime.jax_device(w.device)
-    jitted = jax.jit(program.run_packed, donate_argnums=(0,) if program.n_donated else (),
-                     out_shardings=SingleDeviceSharding(device))
-    program.compiled = jitted.lower(*w.call_args).compile(_COMPILER_OPTIONS.get(device.platform))
+    jitted = jax.jit(program.run_packed, donate_argnums=(0,) if program.n_donated else ())
+    # Placed by the default device, not by out_shardings: a sharding on the outputs makes
+    # XLA's compile of a one-device program take half as long again.
+    with jax.default_device(device):
+        program.compiled = jitted.lower(*w.call_args).compile(_COMPILER_OPTIONS.get(device.platform))
     metrics.sample("CompileTime", time.perf_counter_ns() - start)
     if debug.enabled():
         debug.explain_compile(w.order, w.roots)
