@@ -91,7 +91,7 @@ class DataParallel:
             replicated.attend(meeting)
             # The replica's backward passes run on its thread (thread-local), where collectives
             # recorded by backward hooks (FSDP's reduce_scatter) know their replica.
-            torch.autograd.set_multithreading_enabled(False).__enter__()
+            torch._C._set_multithreading_enabled(False)
             try:
                 results[k] = loop_fn(self._models[k], para_loader.per_device_loader(self._devices[k]),
                                      self._devices[k], self._contexts[k])
