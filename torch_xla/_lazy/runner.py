@@ -41,7 +41,7 @@ import jax
 from jax import monitoring
 from jax.sharding import PartitionSpec, SingleDeviceSharding
 
-from . import debug, metrics, runtime
+from . import compile_explanation, metrics, runtime
 from .caches import LRUCache
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -173,7 +173,7 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     lowered = placement.jit(fn, (0,) if donate else (), args).lower(*args)
     executable.compiled = lowered.compile(placement.options())
     metrics.sample("CompileTime", time.perf_counter_ns() - start)
-    if explain is not None and debug.enabled():
+    if explain is not None and compile_explanation.enabled():
         explain()
     if key is not None:
         executable.key = cache_key(key, placement)
