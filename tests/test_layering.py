@@ -37,7 +37,7 @@ STAGES = (
     ("torch_xla._lazy.tensor", "torch_xla._lazy.replicas.program"),
     ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.spmd.layout",
      "torch_xla._lazy.op_rules"),
-    ("torch_xla._lazy.runner", "torch_xla._lazy.debug"),
+    ("torch_xla._lazy.runner", "torch_xla._lazy.compile_explanation"),
     ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics", "torch_xla._lazy.caches",
      "torch_xla._lazy.frames", "torch_xla._lazy.user_code", "torch_xla._lazy.kernel_libraries"),
     ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat"),

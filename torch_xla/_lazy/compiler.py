@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax._src.lax.lax import _convert_element_type
 
-from . import debug, runner, runtime
+from . import compile_explanation, runner, runtime
 from .ir import In, Node, node_type
 from .lowering import call_lowering, precision
 
@@ -381,4 +381,4 @@ def program_for(w: Walk) -> Program:
     program = w.program
     return runner.compile(program.run_packed, w.call_args, placement, key=key,
                           donate=program.n_donated > 0, executable=program,
-                          explain=lambda: debug.explain_compile(w.order, w.roots))
+                          explain=lambda: compile_explanation.explain_compile(w.order, w.roots))

@@ -31,7 +31,7 @@ import time
 import jax
 import torch
 
-from . import compiler, debug, graph_cache, metrics, runner, runtime, user_code
+from . import compile_explanation, compiler, graph_cache, metrics, runner, runtime, user_code
 from .replicas import program as replicated
 from .spmd import manual_regions as manual
 from .spmd import program as spmd_program
@@ -273,7 +273,7 @@ def _execute(w):
         return spmd_program.run(w)
     if w.collective:
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
-                               explain=lambda: debug.explain_compile(w.order, w.roots))
+                               explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
         return replicated.run(w.device, call)
     program = compiler.program_for(w)
     donated, kept, scalars = w.args

@@ -9,7 +9,7 @@ import torch
 
 from . import compiler, runner, runtime
 from .spmd import program as spmd_program
-from .debug import format_avals
+from .compile_explanation import format_avals
 from .ir import fill_template
 from .tensor import XLATensor, live_values, unwrap
 

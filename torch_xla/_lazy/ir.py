@@ -20,7 +20,7 @@ passed.
 """
 import itertools
 
-from .debug import format_avals
+from .compile_explanation import format_avals
 
 
 class In:

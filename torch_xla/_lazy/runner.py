@@ -42,7 +42,7 @@ import jax
 from jax import monitoring
 from jax.sharding import PartitionSpec
 
-from . import debug, metrics, runtime
+from . import compile_explanation, metrics, runtime
 from .caches import LRUCache
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -179,7 +179,7 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     metrics.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
     executable.compiled = lowered.compile(placement.options())
     metrics.sample("CompileTime", time.perf_counter_ns() - start)
-    if explain is not None and debug.enabled():
+    if explain is not None and compile_explanation.enabled():
         explain()
     if key is not None:
         executable.key = cache_key(key, placement)

@@ -14,7 +14,7 @@ its output took.
 """
 import jax
 
-from .. import compiler, debug, metrics, runner
+from .. import compile_explanation, compiler, metrics, runner
 from . import layout as spmd
 from . import manual_regions as manual
 from .constraint_lowering import SHARDING_CONSTRAINT
@@ -112,7 +112,7 @@ def _compiled(w, layout):
         return found
     return runner.compile(_program(w, layout), layout.args, placement, key=layout.key,
                           donate=w.program.n_donated > 0,
-                          explain=lambda: debug.explain_compile(w.order, w.roots))
+                          explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
 
 
 def _keep_placed(w, layout):
