@@ -21,7 +21,7 @@ STAGES = (
     ("torch_xla._lazy.engine_ops", "torch_xla._lazy.collectives", "torch_xla._lazy.sharding",
      "torch_xla._lazy.value_checks"),
     ("torch_xla._lazy.dispatch",),
-    ("torch_xla._lazy.meta", "torch_xla._lazy.fallback"),
+    ("torch_xla._lazy.meta", "torch_xla._lazy.fallback", "torch_xla._lazy.eager"),
     ("torch_xla._lazy.graph_capture.compiled", "torch_xla._lazy.graph_capture.export",
      "torch_xla._lazy.graph_capture.dynamo_config"),
     ("torch_xla._lazy.graph_capture", "torch_xla._lazy.graph_capture.decompose"),

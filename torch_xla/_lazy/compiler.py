@@ -360,9 +360,10 @@ def cached(program: Program) -> bool:
     return _cache.get(program.cache_key) is program
 
 
-def program_for(w: Walk) -> Program:
+def program_for(w: Walk, metric: str = "CompileTime") -> Program:
     """The compiled program of walk `w`, cached per (graph, device). A walk made from a
-    cached program's plan (`graph_cache`) comes with its program."""
+    cached program's plan (`graph_cache`) comes with its program. A compilation is timed
+    as `metric`."""
     if w.program.compiled is not None:
         metrics.count("CachedCompile")
         return w.program
@@ -379,7 +380,7 @@ def program_for(w: Walk) -> Program:
     jitted = jax.jit(program.run_packed, donate_argnums=(0,) if program.n_donated else (),
                      out_shardings=SingleDeviceSharding(device))
     program.compiled = jitted.lower(*w.call_args).compile(_COMPILER_OPTIONS.get(device.platform))
-    metrics.sample("CompileTime", time.perf_counter_ns() - start)
+    metrics.sample(metric, time.perf_counter_ns() - start)
     if debug.enabled():
         debug.explain_compile(w.order, w.roots)
     _cache.put(key, program)

@@ -76,6 +76,11 @@ def defer_check(value: Value, check) -> None:
         _checks.append((value, check))
 
 
+def has_checks() -> bool:
+    """Whether any value waits for a check, deferred or launched and not read yet."""
+    return bool(_checks or _launched)
+
+
 def has_deferred_checks(device) -> bool:
     """Whether values on `device` wait for a program to check them (`defer_check`)."""
     return any(v.device == device for v, _ in _checks)
@@ -92,13 +97,16 @@ def _take(checks, devices=None):
     return taken
 
 
-def _run_all(values, checks, held=None, read=True) -> None:
+def _run_all(values, checks, held=None, read=True, eager=False):
     """Materialises `values` and the values of `checks`, one program per device, then runs
     the checks (`read`) or leaves them to the next sync (`_launched`); checks whose values
-    are still pending stay deferred."""
+    are still pending stay deferred. `eager`: the programs are an eager op's (their
+    compilations and runs are timed as `EagerOpCompileTime`/`EagerOpExecuteTime`).
+    Returns the `compiler.Program` that ran last (None: none, or not a single device's)."""
+    program = None
     try:
         for vs in _pending_by_device(values + [v for v, _ in checks]).values():
-            _run(vs, held)
+            program = _run(vs, held, eager)
     finally:
         with _checks_lock:
             _checks.extend(c for c in checks if c[0].node is not None)
@@ -108,6 +116,7 @@ def _run_all(values, checks, held=None, read=True) -> None:
     else:
         with _checks_lock:
             _launched.extend(computed)
+    return program
 
 
 def _read_checks(checks) -> None:
@@ -140,15 +149,16 @@ def _pending_by_device(values):
     return by_device
 
 
-def materialize(values) -> None:
+def materialize(values, eager=False):
     """Runs what is needed to give every value in `values` a buffer (one program per device),
-    with the deferred checks of those devices."""
+    with the deferred checks of those devices (`eager`, and what it returns: `_run_all`)."""
     groups = _pending_by_device(values)
     if not groups:
-        return
+        return None
     if runtime.is_spmd():
         manual.check_readable(values)
-    _run_all(list(values), _take(_launched, groups.keys()) + _take(_checks, groups.keys()))
+    return _run_all(list(values), _take(_launched, groups.keys()) + _take(_checks, groups.keys()),
+                    eager=eager)
 
 
 def mark_step(device=None) -> None:
@@ -171,19 +181,19 @@ class ExecutionError(RuntimeError):
     """A step's program failed; the message names the op and its place in the graph."""
 
 
-def _run(values, held=None) -> None:
-    """Materialises the pending `values` (all on one device) in one program. If it fails,
-    the values computed from what failed raise the error when used; the others stay
-    pending, intact."""
+def _run(values, held=None, eager=False):
+    """Materialises the pending `values` (all on one device) in one program, and returns it
+    (None: not a single device's program). If it fails, the values computed from what
+    failed raise the error when used; the others stay pending, intact."""
     w = graph_cache.lookup(values, held) or compiler.walk(values, held)
     if w is None:
-        return
+        return None
     if w.collective and held is not None:
         # Replicas must agree on the program, and which buffers are still held can differ
         # between them (a dead tensor not yet collected): no donation here.
         w = compiler.walk(values)
     try:
-        outputs = _execute(w)
+        outputs, program = _execute(w, eager)
     except compiler.LoweringError as e:
         error = ExecutionError(_describe_failure(w, e.position, e.cause))
         for v in compiler.dependent_roots(w, e.position):
@@ -198,22 +208,33 @@ def _run(values, held=None) -> None:
     for v, out in zip(w.roots, outputs):
         v.set_data(out)
     w.rederive()
-    _save_graph(w.order)
+    save_graph(w.order)
+    return program
 
 
-def _execute(w):
+_eager_mode = [False]  # eager mode is on: every program runs as part of an eager op
+
+
+def time_as_eager(enable: bool) -> None:
+    """Whether programs are timed as eager ops' (`_run_all`) even when not run as one: in
+    eager mode a read inside an op (`allclose`) runs what the op traced."""
+    _eager_mode[0] = bool(enable)
+
+
+def _execute(w, eager=False):
+    eager = eager or _eager_mode[0]
     if runtime.is_spmd():
-        return spmd_program.run(w)
+        return spmd_program.run(w, eager), None
     if w.collective:
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
-        return replicated.run(w.device, call)
-    program = compiler.program_for(w)
+        return replicated.run(w.device, call), None
+    program = compiler.program_for(w, "EagerOpCompileTime" if eager else "CompileTime")
     donated, kept, scalars = w.args
     start = time.perf_counter_ns()
     outputs = program.compiled(donated, kept, program.pack_on(scalars, w.device))
-    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    metrics.sample("EagerOpExecuteTime" if eager else "ExecuteTime", time.perf_counter_ns() - start)
     graph_cache.remember(w, program)
-    return outputs
+    return outputs, program
 
 
 def _op_names(nodes, shown=4):
@@ -240,7 +261,7 @@ def _made_at(node) -> str:
         f"made at {where}{source}"
 
 
-def _save_graph(order) -> None:
+def save_graph(order) -> None:
     """XLA_SAVE_TENSORS_FILE: appends each executed graph's IR to that file."""
     path = os.environ.get("XLA_SAVE_TENSORS_FILE")
     if path:

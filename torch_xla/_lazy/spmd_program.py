@@ -113,7 +113,7 @@ def lowered(w):
     return _jitted(w, layout).lower(*layout.args)
 
 
-def _compiled(w, layout):
+def _compiled(w, layout, metric):
     compiled = _cache.get(layout.key)
     if compiled is not None:
         metrics.count("CachedCompile")
@@ -121,7 +121,7 @@ def _compiled(w, layout):
     metrics.count("UncachedCompile")
     start = time.perf_counter_ns()
     compiled = _jitted(w, layout).lower(*layout.args).compile()
-    metrics.sample("CompileTime", time.perf_counter_ns() - start)
+    metrics.sample(metric, time.perf_counter_ns() - start)
     if debug.enabled():
         debug.explain_compile(w.order, w.roots)
     _cache.put(layout.key, compiled)
@@ -140,21 +140,24 @@ def _keep_placed(w, layout):
                 v.data = placed[id(v.data)]
 
 
-def run(w):
+def run(w, eager=False):
     """Runs walk `w` over the mesh (or on device 0 if nothing in it is sharded); returns its
-    outputs, each root value recording the layout its output took."""
+    outputs, each root value recording the layout its output took. `eager`: an eager op's
+    program (timed as `EagerOpCompileTime`/`EagerOpExecuteTime`)."""
+    compile_metric, execute_metric = ("EagerOpCompileTime", "EagerOpExecuteTime") if eager \
+        else ("CompileTime", "ExecuteTime")
     if w.collective:
         raise RuntimeError("xm collectives do not run under SPMD: XLA's partitioner inserts the "
                            "collectives a sharded program needs (use mark_sharding)")
     layout = _layout(w)
     if layout is None:
-        compiled, args = compiler.program_for(w).compiled, w.call_args
+        compiled, args = compiler.program_for(w, compile_metric).compiled, w.call_args
     else:
-        compiled, args = _compiled(w, layout), layout.args
+        compiled, args = _compiled(w, layout, compile_metric), layout.args
         _keep_placed(w, layout)
     start = time.perf_counter_ns()
     outputs = compiled(*args)
-    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    metrics.sample(execute_metric, time.perf_counter_ns() - start)
     if layout is not None:
         for v, out in zip(w.roots, outputs):
             if v.sharding is None:
