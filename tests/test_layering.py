@@ -19,7 +19,7 @@ STAGES = (
      "torch_xla._lazy.module_conversion", "torch_xla._lazy.packed_sequences",
      "torch_xla._lazy.out_arguments"),
     ("torch_xla._lazy.engine_ops", "torch_xla._lazy.collectives", "torch_xla._lazy.sharding",
-     "torch_xla._lazy.dlpack",
+     "torch_xla._lazy.dlpack", "torch_xla._lazy.ready",
      "torch_xla._lazy.value_checks"),
     ("torch_xla._lazy.dispatch",),
     ("torch_xla._lazy.meta", "torch_xla._lazy.fallback", "torch_xla._lazy.eager"),

@@ -11,6 +11,7 @@ import jax
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy import manual as _manual
+from torch_xla._lazy import ready as _ready
 from torch_xla._lazy import collectives as _coll
 from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import metrics as _metrics
@@ -143,6 +144,11 @@ def _xla_wait_device_ops(devices=()) -> None:
 def _get_xla_tensor_debug_info(t) -> str:
     """What the engine holds for tensor `t`: shape, pending node (`IR:`) or buffer (`XLAData:`)."""
     return _graph_dump.tensor_debug_info(t)
+
+
+def _on_ready_callback(t, callback) -> None:
+    """Calls `callback()` from another thread once `t`'s buffer is computed."""
+    _ready.on_ready(t, callback)
 
 
 def _set_use_eager_mode(enable: bool) -> None:
