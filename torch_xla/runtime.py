@@ -137,6 +137,7 @@ def use_spmd(auto: bool = False) -> None:
         raise NotImplementedError("use_spmd(auto=True): XLA's auto-sharding pass is not available "
                                   "through jax; give shardings with mark_sharding")
     _rt.use_spmd()
+    os.environ["XLA_USE_SPMD"] = "1"  # child processes start in SPMD mode too, as in torch_xla
 
 
 def is_spmd() -> bool:

@@ -156,7 +156,8 @@ def test_metrics_report_names_compilations(dev):
     assert "CompileTime" in report and "ExecuteTime" in report
     assert met.counter_value("UncachedCompile") >= 1
     assert "CompileTime" in met.metric_names()
-    assert "UncachedCompile" in met.short_metrics_report()
+    assert "CompileTime" in met.short_metrics_report()
+    assert "UncachedCompile" in met.short_metrics_report(counter_names=["UncachedCompile"])
 
 
 def test_a_steady_loop_leaks_nothing(dev):

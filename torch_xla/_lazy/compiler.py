@@ -2,7 +2,8 @@
 
 `walk(values)` walks the graphs behind `values` once in post order and writes the walk
 down as a structural key: each node's key and the positions of its inputs, the shapes and
-dtypes of the device buffers it reads, which of them are donated. `program_for(walk)` looks
+dtypes of the device buffers it reads, which of them are donated, and the products' precision
+(`lowering.precision`: a new setting compiles anew). `program_for(walk)` looks
 the program up by that key and the device it runs on; on a miss, a Python function that
 replays the lowerings is compiled with `jax.jit`, placed on that device. Dynamic scalars
 are program parameters, passed packed: one array per Python type (float, int, bool,
@@ -24,7 +25,7 @@ from jax.sharding import SingleDeviceSharding
 from . import debug, metrics, runtime
 from .caches import LRUCache
 from .ir import In, Node, node_type
-from .lowering import call_lowering
+from .lowering import call_lowering, precision
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
 
@@ -314,7 +315,7 @@ def walk(values, held=None):
         plan.append((node.op, node.template, refs, s0, len(scalars), node.avals))
         key_nodes.append((node.key, refs))
     root_refs = tuple(ref(v) for v in roots)
-    key = (tuple(key_nodes), root_refs, len(donated),
+    key = (precision.setting(), tuple(key_nodes), root_refs, len(donated),
            tuple((v.shape, v.dtype) for v in donated), tuple((v.shape, v.dtype) for v in kept),
            tuple(type(s) for s in scalars))
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
@@ -356,8 +357,10 @@ _COMPILER_OPTIONS = {"cpu": {"xla_cpu_parallel_codegen_split_count": 1}}
 
 
 def cached(program: Program) -> bool:
-    """Whether `program` is still in the cache (marked used if so)."""
-    return _cache.get(program.cache_key) is program
+    """Whether `program` is still in the cache (marked used if so) and was compiled under
+    the products' precision of now (the walk key's first part)."""
+    return (_cache.get(program.cache_key) is program
+            and program.cache_key.key[0][0] == precision.setting())
 
 
 def program_for(w: Walk, metric: str = "CompileTime") -> Program:

@@ -137,12 +137,14 @@ def _run(call, per_replica):
         _programs.put(key, compiled)
     else:
         metrics.count("CachedCompile")
-    if runtime.process_count() > 1:
-        settle()
-        outs = _within_timeout(lambda: compiled(*global_args))
-        _waiting.append(outs)
-    else:
-        outs = compiled(*global_args)
+    metrics.count("ExecuteReplicated")
+    with metrics.timed("ExecuteReplicatedTime"):
+        if runtime.process_count() > 1:
+            settle()
+            outs = _within_timeout(lambda: compiled(*global_args))
+            _waiting.append(outs)
+        else:
+            outs = compiled(*global_args)
     local = [runtime.jax_device(i) for i in runtime.replicas()]
     result = [[] for _ in local]
     for out, shape in zip(outs, call.out_shapes):

@@ -157,7 +157,10 @@ def run(w, eager=False):
         _keep_placed(w, layout)
     start = time.perf_counter_ns()
     outputs = compiled(*args)
-    metrics.sample(execute_metric, time.perf_counter_ns() - start)
+    elapsed = time.perf_counter_ns() - start
+    metrics.sample(execute_metric, elapsed)
+    metrics.count("ExecuteReplicated")  # torch_xla's names for a program over the devices
+    metrics.sample("ExecuteReplicatedTime", elapsed)
     if layout is not None:
         for v, out in zip(w.roots, outputs):
             if v.sharding is None:
