@@ -16,9 +16,8 @@ import threading
 import time
 import weakref
 
-import torch
-
 from . import compiler, execution, metrics, runtime
+from .tensor import XLATensor
 
 ON = [False]  # the setting, read by the dispatch entry at each op
 _depth = threading.local()  # per thread: an op of this thread is being dispatched
@@ -47,16 +46,21 @@ def call(dispatch, func, args, kwargs):
         out = dispatch(func, args, kwargs)
     finally:
         _depth.inside = False
-    run_outputs((out, args))
+    values = _pending_values(args, _pending_values(out, []))
+    if values:
+        _run(values)
     return out
 
 
 def _pending_values(out, found):
-    if isinstance(out, torch.Tensor):
-        value = getattr(out, "_value", None)
-        if value is not None and value.node is not None:
+    """The pending values of the XLA tensors in `out` (nested tuples and lists), appended to
+    `found`."""
+    t = type(out)
+    if t is XLATensor:
+        value = out._value
+        if value.node is not None:
             found.append(value)
-    elif isinstance(out, (tuple, list)):
+    elif t is tuple or t is list:
         for o in out:
             _pending_values(o, found)
     return found
@@ -99,11 +103,15 @@ def _one_node(values):
 
 
 def run_outputs(out) -> None:
-    """Runs the pending values of `out` (a tensor, or a tuple or list of them) now: an op
-    seen before, on computed inputs, relaunches its program at once."""
+    """Runs the pending values of `out` (a tensor, or a tuple or list of them) now."""
     values = _pending_values(out, [])
-    if not values:
-        return
+    if values:
+        _run(values)
+
+
+def _run(values) -> None:
+    """Runs the pending `values` of one op: an op seen before, on computed inputs,
+    relaunches its program at once."""
     node = _one_node(values)
     key = None
     if node is not None and not node.op.collective and not execution.has_checks() \
