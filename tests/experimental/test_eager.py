@@ -132,3 +132,16 @@ def test_training_matches_the_cpu(dev, eager):
     assert all(_computed(p) for p in model.parameters())
     assert_same(torch.stack(losses["xla"]), torch.stack(losses["cpu"]))
     assert_same(dict(model.state_dict()), dict(cpu.state_dict()))
+
+
+def test_eager_mode_from_the_environment():
+    import os
+    import subprocess
+    import sys
+    code = ("import torch, torch_xla, torch_xla.debug.metrics as met\n"
+            "assert torch_xla.experimental.is_eager_mode()\n"
+            "y = torch.ones(3, device='xla') * 2\n"
+            "assert met.metric_data('EagerOpExecuteTime')[0] >= 1\n"
+            "assert 'IR: None' in torch_xla._XLAC._get_xla_tensor_debug_info(y)\n")
+    env = dict(os.environ, XLA_USE_EAGER_DEBUG_MODE="1")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
