@@ -8,7 +8,7 @@ import torch
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from torch_xla.experimental import eager_mode_context
-from common import alternating_times, report
+from common import alternating_times, flop_rate, last_torch_xla_program, program_flops, report
 from mlp import torch_step_fn
 
 OPS_PER_ITER, ITERS = 3, 100  # x = tanh(x * w + 1): mul, add, tanh
@@ -92,11 +92,16 @@ def mlp_step():
     eager_t, lazy_t, ratio = alternating_times((eager, xm.wait_device_ops),
                                                (lazy_step, xm.wait_device_ops),
                                                warmup=2, blocks=6, steps_per_block=3)
+    lazy_step()
+    xm.wait_device_ops()
+    flops = program_flops(last_torch_xla_program())  # the lazy step's one program
     met.clear_all()
     eager()
     xm.wait_device_ops()
     report("eager_mlp", {"eager_ms": eager_t * 1e3, "lazy_ms": lazy_t * 1e3, "eager/lazy": ratio,
-                         "programs_per_step": met.metric_data("EagerOpExecuteTime")[0]})
+                         "programs_per_step": met.metric_data("EagerOpExecuteTime")[0],
+                         **{f"eager_{k}": v for k, v in flop_rate(flops, eager_t).items()},
+                         "lazy_of_peak": flop_rate(flops, lazy_t)["of_peak"]})
 
 
 if __name__ == "__main__":
