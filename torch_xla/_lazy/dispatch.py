@@ -306,13 +306,12 @@ def _route(func):
     cached = None
     if engine is None and lowering is not None and not lowering.dynamic_shape:
         cached = _scalar_flags(func, lowering)
-    route = (engine, lowering, cached, "xla::" + func._schema.name.split("::")[-1])
+    route = (engine, lowering, cached, metrics.op_counter("xla::" + func._schema.name.split("::")[-1]))
     _routes.put(id(func), route)
     return route
 
 
 _eager_on = eager.ON
-_count = metrics.count
 
 
 def dispatch(func, args, kwargs):
@@ -321,7 +320,7 @@ def dispatch(func, args, kwargs):
     if _eager_on[0] and eager.outermost():
         return eager.call(dispatch, func, args, kwargs)
     engine, lowering, cached, counter = _recent_route(id(func)) or _routes.get(id(func)) or _route(func)
-    _count(counter)
+    next(counter)
     if cached is not None:
         out = _trace_cached(func, lowering, cached[0], cached[1], args, kwargs)
         if out is not None:
