@@ -31,7 +31,7 @@ import time
 import jax
 import torch
 
-from . import compiler, graph_cache, manual, metrics, replicated, runtime, spmd_program, user_code
+from . import compiler, debug, graph_cache, manual, metrics, replicated, runner, runtime, spmd_program, user_code
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -286,17 +286,19 @@ def time_as_eager(enable: bool) -> None:
 
 
 def _execute(w, eager=False):
+    """Runs walk `w`: its outputs, and the `compiler.Program` that ran (None: a program over
+    the mesh or the replicas)."""
     eager = eager or _eager_mode[0]
     if runtime.is_spmd():
         return spmd_program.run(w, eager), None
     if w.collective:
-        call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
+        call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
+                               explain=lambda: debug.explain_compile(w.order, w.roots))
         return replicated.run(w.device, call), None
     program = compiler.program_for(w, "EagerOpCompileTime" if eager else "CompileTime")
     donated, kept, scalars = w.args
-    start = time.perf_counter_ns()
-    outputs = program.compiled(donated, kept, program.pack_on(scalars, w.device))
-    metrics.sample("EagerOpExecuteTime" if eager else "ExecuteTime", time.perf_counter_ns() - start)
+    outputs = runner.execute(program, donated, kept, program.pack_on(scalars, w.device),
+                             timed_as="EagerOpExecuteTime" if eager else "ExecuteTime")
     graph_cache.remember(w, program)
     return outputs, program
 
