@@ -13,10 +13,9 @@ The mode is one setting for the process, as in torch_xla; `torch_xla.compile` tu
 while its function is traced.
 """
 import threading
-import time
 import weakref
 
-from . import compiler, execution, metrics, runtime
+from . import compiler, execution, runner, runtime
 from .tensor import XLATensor
 
 ON = [False]  # the setting, read by the dispatch entry at each op
@@ -131,12 +130,9 @@ def _launch(key, node, values) -> bool:
     if program is None or not compiler.cached(program):
         return False
     inputs = node.inputs
-    device = values[0].device
-    start = time.perf_counter_ns()
-    outputs = program.compiled((), tuple([inputs[i].data for i in entry[1]]),
-                               program.pack_on(node.scalars, device))
-    metrics.sample("EagerOpExecuteTime", time.perf_counter_ns() - start)
-    metrics.count("CachedCompile")
+    outputs = runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in entry[1]]),
+                             program.pack_on(node.scalars, values[0].device),
+                             timed_as="EagerOpExecuteTime")
     for v, o in zip(values, outputs):
         v.set_data(o)
     execution.save_graph((node,))
