@@ -13,6 +13,8 @@ from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy.spmd import manual_regions as _manual
 from torch_xla._lazy.replicas import collective_ops as _coll
+from torch_xla._lazy import ready as _ready
+from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import metrics as _metrics
 from torch_xla._lazy.lowering import linalg as _linalg, precision as _precision
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
@@ -139,6 +141,25 @@ def _xla_step_marker(device: str = "", devices=(), wait: bool = True, reset_scop
 def _xla_wait_device_ops(devices=()) -> None:
     """Blocks until everything queued on the devices has run."""
     _execution.wait_device_ops()
+
+
+def _get_xla_tensor_debug_info(t) -> str:
+    """What the engine holds for tensor `t`: shape, pending node (`IR:`) or buffer (`XLAData:`)."""
+    return _graph_dump.tensor_debug_info(t)
+
+
+def _on_ready_callback(t, callback) -> None:
+    """Calls `callback()` from another thread once `t`'s buffer is computed."""
+    _ready.on_ready(t, callback)
+
+
+def _set_use_eager_mode(enable: bool) -> None:
+    """Eager mode on or off (`torch_xla.experimental.eager_mode`)."""
+    _eager.set_enabled(enable)
+
+
+def _get_use_eager_mode() -> bool:
+    return _eager.enabled()
 
 
 def _xla_metrics_report() -> str:

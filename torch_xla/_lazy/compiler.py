@@ -368,9 +368,10 @@ def cached(program: Program) -> bool:
     return runner.is_cached(program) and program.precision == precision.setting()
 
 
-def program_for(w: Walk) -> Program:
+def program_for(w: Walk, timed_as: str = "CompileTime") -> Program:
     """The compiled program of walk `w`, cached by the runner per (graph, device). A walk
-    made from a cached program's plan (`graph_cache`) comes with its program."""
+    made from a cached program's plan (`graph_cache`) comes with its program. A compilation
+    is timed as `timed_as`."""
     if w.program.compiled is not None:
         return runner.reused(w.program)
     placement = runner.on_device(w.device)
@@ -380,5 +381,5 @@ def program_for(w: Walk) -> Program:
         return program
     program = w.program
     return runner.compile(program.run_packed, w.call_args, placement, key=key,
-                          donate=program.n_donated > 0, executable=program,
+                          donate=program.n_donated > 0, executable=program, timed_as=timed_as,
                           explain=lambda: compile_explanation.explain_compile(w.order, w.roots))

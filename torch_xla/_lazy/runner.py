@@ -167,18 +167,20 @@ def is_cached(executable) -> bool:
     return executable.key is not None and _cache.get(executable.key) is executable
 
 
-def compile(fn, args, placement, *, key=None, donate=False, explain=None, executable=None):
+def compile(fn, args, placement, *, key=None, donate=False, explain=None, executable=None,
+            timed_as="CompileTime"):
     """`fn` compiled for `args` (a tuple: the positional arguments) under `placement`, as an
     Executable (`executable` if given), cached under `key` unless it is None. With `donate`
     the buffers of `args[0]` are donated to the program. Counted and timed as
-    `UncachedCompile` and `CompileTime`; with PT_XLA_DEBUG=1 `explain()` then says why."""
+    `UncachedCompile` and `timed_as` (`CompileTime`; an eager op's, `EagerOpCompileTime`);
+    with PT_XLA_DEBUG=1 `explain()` then says why."""
     executable = Executable() if executable is None else executable
     metrics.count("UncachedCompile")
     start = time.perf_counter_ns()
     lowered = placement.lower(fn, (0,) if donate else (), args)
     metrics.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
     executable.compiled = lowered.compile(placement.options())
-    metrics.sample("CompileTime", time.perf_counter_ns() - start)
+    metrics.sample(timed_as, time.perf_counter_ns() - start)
     if explain is not None and compile_explanation.enabled():
         explain()
     if key is not None:
@@ -187,11 +189,12 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     return executable
 
 
-def execute(executable, *args):
-    """Launches `executable` on `args` (jax runs it asynchronously), timed as `ExecuteTime`."""
+def execute(executable, *args, timed_as="ExecuteTime"):
+    """Launches `executable` on `args` (jax runs it asynchronously), timed as `timed_as`
+    (`ExecuteTime`; an eager op's, `EagerOpExecuteTime`)."""
     start = time.perf_counter_ns()
     outputs = executable.compiled(*args)
-    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    metrics.sample(timed_as, time.perf_counter_ns() - start)
     return outputs
 
 

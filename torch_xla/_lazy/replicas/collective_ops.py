@@ -6,7 +6,7 @@ every replica; the graph that holds it runs as one replicated program
 """
 import torch
 
-from .. import user_code
+from .. import eager, user_code
 from ..ir import In, Node, Value
 from .collective_lowering import (  # noqa: F401  (the ops xm records)
     ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, REDUCE_SCATTER)
@@ -42,6 +42,8 @@ def apply(op, tensors, avals, **static):
     node = Node(op, template, tuple(t._value for t in inner), (), tuple(avals), user_code.user_line())
     device = devices.pop()
     outs = [wrap(Value(shape, dtype, device, node=node, index=i)) for i, (shape, dtype) in enumerate(avals)]
+    if eager.enabled():
+        eager.run_outputs(outs)
     # Users hold functional tensors; C++ code below functionalization (DDP's) the inner ones.
     return [to_functional(o) for o in outs] if torch._is_functional_tensor(tensors[0]) else outs
 
