@@ -71,3 +71,14 @@ def scan(fn: Callable[[Carry, X], tuple[Carry, Y]], init: Carry, xs: X,
         raise ValueError(f"`xs` {xs} is an empty PyTree.")
     body = _body(fn, init, xs, is_fn_pure)
     return loops.scan(body, init, xs, remat=partition_fn is not default_partition)
+
+
+def value_and_grad_partitioned(fn, init, xs, partition_fn=default_partition, is_fn_pure=True):
+    """(forward, alias_input, backward) of one step of `fn`, as torch_xla's:
+    `forward(carry, x) -> (new_carry, (y, activations))`, `alias_input(activations, x)`,
+    `backward(grad_new_carry, (grad_y, activations)) -> (grad_carry, grad_x)`; the
+    activations are the residuals of jax's vjp of the traced step (not AOTAutograd's)."""
+    body = _body(fn, init, xs, is_fn_pure)
+    flat, spec = tree_flatten(xs)
+    x0 = tree_unflatten([x[0] for x in flat], spec)
+    return loops.partitioned(body, init, x0)
