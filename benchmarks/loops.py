@@ -8,9 +8,13 @@ this one run:
 - call_jax: a step whose MLP block is a jax function called through `call_jax`, against
   the same ops written in torch (`call_jax/torch`: steady step time, 1 is the target).
 
+`python loops.py [scan] [call_jax]` runs those parts (both by default).
+
 Each depth is a graph of its own, compiled in this process after a warm-up model of
 another width (so that neither side pays for first imports).
 """
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -89,18 +93,26 @@ def call_jax_against_torch():
     x = torch.randn(64, 256, device=dev)
     w1, w2 = torch.randn(256, 1024, device=dev), torch.randn(1024, 256, device=dev)
 
+    kept = [None]  # the step's output stays live, so each sync runs the step's program
+
     def through_jax():
-        xb.call_jax(_mlp_jax, (x, w1, w2)).sum()
+        kept[0] = xb.call_jax(_mlp_jax, (x, w1, w2)).sum()
         torch_xla.sync()
 
     def in_torch():
-        (F.gelu(x @ w1) @ w2).sum()
+        kept[0] = (F.gelu(x @ w1) @ w2).sum()
         torch_xla.sync()
     wait = lambda: torch_xla.sync(wait=True)  # noqa: E731
     return alternating_times((through_jax, wait), (in_torch, wait), blocks=5, steps_per_block=20)
 
 
-def main():
+def main(which=("scan", "call_jax")):
+    if "call_jax" in which:
+        ours, torch_ops, ratio = call_jax_against_torch()
+        report("call_jax step", {"call_jax_ms": ours * 1e3, "torch_ms": torch_ops * 1e3,
+                                 "call_jax/torch": ratio})
+    if "scan" not in which:
+        return
     torch_first_step(2, True, width=48)  # warm-ups: other shapes, other programs
     torch_first_step(2, False, width=48)
     jax_first_step(2, width=48)
@@ -113,10 +125,7 @@ def main():
     figures["unrolled_first_32/8"] = figures["unrolled_32_s"] / figures["unrolled_8_s"]
     figures["scan/jax_32"] = figures["scan_32_s"] / figures["jax_32_s"]
     report("scan_layers first step", figures)
-    ours, torch_ops, ratio = call_jax_against_torch()
-    report("call_jax step", {"call_jax_ms": ours * 1e3, "torch_ms": torch_ops * 1e3,
-                             "call_jax/torch": ratio})
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:] or ("scan", "call_jax"))
