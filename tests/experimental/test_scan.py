@@ -92,3 +92,18 @@ def test_while_loops(dev):
     _, y = fori_loop(torch.tensor(0, device=dev), torch.tensor(4, device=dev), lambda v: v + 3,
                      torch.zeros(2, device=dev))
     assert_same(y, torch.full((2,), 12.0))
+
+
+def test_a_body_changing_an_outside_tensor_in_place_raises(dev):
+    outside = torch.zeros(2, device=dev)
+
+    def step(carry, x):
+        outside.add_(1.0)
+        return carry + x, None
+    try:
+        scan(step, torch.zeros(2, device=dev), torch.ones(3, 2, device=dev))
+    except RuntimeError as e:
+        assert "in place" in str(e)
+    else:
+        raise AssertionError("no error")
+    assert_same(outside, torch.zeros(2))
