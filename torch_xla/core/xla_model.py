@@ -13,7 +13,7 @@ import torch_xla.utils.utils as xu
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import rng, runtime
-from torch_xla._lazy import collectives as _coll
+from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import execution
 from torch_xla._lazy import tensor as _tensor
 
@@ -200,7 +200,7 @@ def optimizer_step(optimizer, barrier: bool = False, optimizer_args=None, groups
 #
 # A replica is one copy of the training program: a process under xmp.spawn, a thread per
 # device in DataParallel. Collectives are graph nodes run by all replicas in one program
-# (torch_xla/_lazy/collectives.py, run by torch_xla/_lazy/replicated.py); groups are lists of replica ordinals.
+# (torch_xla/_lazy/replicas/collective_ops.py, run by torch_xla/_lazy/replicas/program.py); groups are lists of replica ordinals.
 
 REDUCE_SUM, REDUCE_MUL, REDUCE_AND, REDUCE_OR, REDUCE_MIN, REDUCE_MAX = (
     "sum", "mul", "and", "or", "min", "max")

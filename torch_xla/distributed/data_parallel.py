@@ -12,7 +12,8 @@ import threading
 
 import torch
 
-from torch_xla._lazy import replicated, runtime
+from torch_xla._lazy import runtime
+from torch_xla._lazy.replicas import program as replicated
 from . import parallel_loader as pl
 
 _busy = set()  # indices of the devices a run in progress drives
