@@ -121,8 +121,10 @@ def dead_cycles():
     gc.disable()  # the cycles stay until a replica collects them
     try:
         run = dp.DataParallel(torch.nn.Identity(), device_ids=devices)
-        for total, _ in run(lambda model, loader, device, context: _step_with_a_cycle(device, {0}), [0, 0]):
-            torch.testing.assert_close(total, torch.full((3,), 3.0))
+        for freed_on in ({0, 1}, {0}):  # the first also plans the ops (their first calls)
+            for total, _ in run(lambda model, loader, device, context: _step_with_a_cycle(device, freed_on),
+                                [0, 0]):
+                torch.testing.assert_close(total, torch.full((3,), 3.0))
         with pytest.raises(RuntimeError, match="the replicas ran different graphs"):
             run(lambda model, loader, device, context: _step_with_a_cycle(device, {0}, kept_on={1}), [0, 0])
     finally:
