@@ -235,9 +235,15 @@ def mark_step(device=None) -> None:
         # A dead tensor in a reference cycle stays live until the cyclic collector runs, in
         # whichever thread allocates: replicas sharing a process can differ by such roots.
         # All of them got this error at the same round; each collects and gathers again.
-        gc.collect()
+        # (One collection at a time: `gc.collect` returns at once while another thread's
+        # runs, and that one may not have freed this replica's tensors yet.)
+        with _collecting:
+            gc.collect()
         _run_all(*_step_roots(device, devices), read=False)
     _read_checks(earlier)
+
+
+_collecting = threading.Lock()
 
 
 def _step_roots(device, devices):
