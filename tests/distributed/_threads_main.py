@@ -100,7 +100,8 @@ def two_runs(expected):
 def _step_with_a_cycle(device, freed_on, kept_on=()):
     """A step with an all-reduce, each replica holding a pending tensor in a reference cycle
     that is garbage on every replica but `kept_on`, and freed already on `freed_on` (as by
-    the cyclic collector, run by another thread) alone."""
+    the cyclic collector, run by another thread) alone. Returns the sum and whether the
+    replica kept its cycle."""
     r = xr.global_ordinal()
     x = torch.full((3,), r + 1.0).to(device)
     cycle = [x * 2]
