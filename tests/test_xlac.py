@@ -40,3 +40,33 @@ def test_disallowed_execution_raises_and_leaves_the_graph_pending(dev):
     finally:
         torch_xla._XLAC._set_allow_execution(True)
     assert x.cpu().tolist() == [2, 2]
+
+
+def test_tensor_debug_info_shows_shapes_ir_and_data(dev):
+    x = torch.randn(4, 2, device=dev)
+    torch_xla.sync()
+    info = torch_xla._XLAC._get_xla_tensor_debug_info(x)
+    assert "XLA Shape: f32[4,2]" in info and "IR: None" in info
+    assert "Data Shape: f32[4,2]" in info and "Data Device: CPU:0" in info
+    pending = torch_xla._XLAC._get_xla_tensor_debug_info(x.to(torch.complex64) * 2)
+    assert "XLA Shape: c64[4,2]" in pending and "XLAData: None" in pending and "aten.mul" in pending
+    assert torch_xla._XLAC._get_xla_tensor_debug_info(torch.ones(1)) == "Not a XLATensor\n"
+
+
+def test_tensor_ids_are_stable_and_distinct(dev):
+    a, b = torch.ones(2, device=dev), torch.ones(2, device=dev)
+    ids = [torch_xla._XLAC._xla_get_tensor_id(t) for t in (a, b, a)]
+    assert ids[0] == ids[2] != ids[1]
+    a.add_(1)
+    assert torch_xla._XLAC._xla_get_tensor_id(a) == ids[0]
+
+
+def test_materialization_needs_and_fallback_ops(dev):
+    x = torch.ones(2, device=dev)
+    torch_xla.sync()
+    y = x + 1
+    assert torch_xla._XLAC._check_tensor_need_materialization([x, y]) == [False, True]
+    met.clear_counters()
+    torch_xla._XLAC._xla_increment_counter("aten::made_up", 2)
+    assert torch_xla._XLAC._get_executed_fallback_ops() == ["aten::made_up"] == met.executed_fallback_ops()
+    assert met.counter_value("aten::made_up") == 2

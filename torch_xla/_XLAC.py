@@ -4,13 +4,16 @@ In torch_xla these live in the C++ extension; here they are thin functions over 
 engine with the same names and arguments.
 """
 import hashlib
+import itertools
 import os
+import weakref
 
 import jax
 import torch
 
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
+from torch_xla._lazy import ir as _ir
 from torch_xla._lazy import manual as _manual
 from torch_xla._lazy import collectives as _coll
 from torch_xla._lazy import metrics as _metrics
@@ -291,3 +294,89 @@ def _set_allow_execution(allow: bool) -> None:
     """Whether programs may run from now on: when not, any execution raises a RuntimeError
     (for code that must only record, such as a compiled function's body)."""
     _execution.allow_execution[0] = bool(allow)
+
+
+def _hlo_shape(shape, dtype) -> str:
+    """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]`."""
+    name = str(dtype).removeprefix("torch.")
+    if dtype == torch.bool:
+        kind = "pred"
+    elif dtype == torch.bfloat16:
+        kind = "bf16"
+    elif name.startswith("float8"):
+        kind = "f8" + name.removeprefix("float8_")
+    else:
+        bits = dtype.itemsize * 8
+        kind = ("c" if dtype.is_complex else "f" if dtype.is_floating_point else
+                "s" if dtype.is_signed else "u") + str(bits)
+    return f"{kind}[{','.join(str(d) for d in shape)}]"
+
+
+def _get_xla_tensor_debug_info(t) -> str:
+    """What the engine holds for `t`: its id, device, shape, sharding, pending IR node and
+    device data, in torch_xla's layout (`XLA Shape: f32[4,2]`, `Data Shape: ...`)."""
+    if t.device.type != "xla":
+        return "Not a XLATensor\n"
+    v = _tensor.unwrap(t)._value
+    spec = _sharding.spec_text(t)
+    lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: xla:{v.device}",
+             f"XLA Shape: {_hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
+             f"IR: {_ir.format_node(v.node) if v.node is not None else 'None'}"]
+    if v.data is None:
+        lines.append("XLAData: None")
+    else:
+        sharded = len(v.data.devices()) > 1
+        where = "SPMD:0" if sharded else _real_name(next(iter(v.data.devices())))
+        lines += ["XLAShardedData" if sharded else "XLAData: ", f"  Data Device: {where}",
+                  f"  Data Shape: {_hlo_shape(v.shape, v.dtype)}",
+                  f"  OpSharding: {spec or '{replicated}'}" if sharded else
+                  f"  Data Handle: {v.data.unsafe_buffer_pointer()}"]
+    lines += ["Tensor on host: None", "}"]
+    return "\n".join(lines) + "\n"
+
+
+# id(tensor) -> (weak reference to it, its number), given on first ask; dropped
+# with the tensor (tensors compare by value, so no WeakKeyDictionary).
+_tensor_ids = {}
+_next_id = itertools.count(1)
+
+
+def _xla_get_tensor_id(t) -> int:
+    """A number naming tensor `t` for as long as it lives, the same after in-place updates
+    (torch_xla's TensorID)."""
+    inner = t
+    key = id(inner)
+    entry = _tensor_ids.get(key)
+    if entry is None or entry[0]() is not inner:
+        entry = (weakref.ref(inner, lambda _, key=key: _tensor_ids.pop(key, None)), next(_next_id))
+        _tensor_ids[key] = entry
+    return entry[1]
+
+
+def _check_tensor_need_materialization(tensors) -> list:
+    """Per tensor, whether its value is still pending (a sync would compute it)."""
+    return [_tensor.unwrap(t)._value.node is not None for t in tensors]
+
+
+def _get_executed_fallback_ops() -> list:
+    """The ATen ops that ran through the CPU fallback since the counters were cleared."""
+    return _metrics.fallback_counters()
+
+
+def _xla_increment_counter(name: str, n: int = 1) -> None:
+    _metrics.count(name, n)
+
+
+def _get_xla_tensor_dimension_size(t, dim: int):
+    """Size `dim` of `t` as an int32 tensor on its device (sizes are static here)."""
+    return torch.tensor(t.shape[dim], dtype=torch.int32, device=t.device)
+
+
+def _xla_tensors_from_aten(tensors, devices) -> list:
+    """CPU tensors copied to the XLA devices named (one per tensor)."""
+    return [t.to(torch.device(d)) for t, d in zip(tensors, devices)]
+
+
+def _get_git_revs() -> dict:
+    from torch_xla import version
+    return {"torch": torch.version.git_version, "xla": version.__version__}
