@@ -113,7 +113,7 @@ def _linalg_check_errors(info, api_name, is_matrix):
             aten._linalg_check_errors(torch.from_numpy(cpu_info), api_name, is_matrix=is_matrix)
         except RuntimeError as e:
             raise value_checks.deferred_error(e, api_name, origin) from None
-    defer_check(info._value, check)
+    defer_check(info._value, check, (info._value,))
 
 
 _checked = set()  # (op, shape, dtype, static arguments) whose argument checks passed
@@ -188,7 +188,7 @@ def _check_mask_shape(x, mask, dim):
 def _index(func, x, indices):
     indices = _indices(x, indices, False)
     out = trace(func, REGISTRY[func], (x, indices), {})
-    value_checks.check_index(func, x, indices)
+    value_checks.check_index(func, x, indices, out)
     return out
 
 
@@ -199,7 +199,7 @@ def _index_put(func, x, indices, values, accumulate=False):
         i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
     indices = _indices(x, indices, lone_mask)
     out = trace(func, REGISTRY[func], (x, indices, values, accumulate), {})
-    value_checks.check_index(func, x, indices)
+    value_checks.check_index(func, x, indices, out)
     return out
 
 

@@ -11,6 +11,12 @@ values, so graphs that differ only in data or scalars share one compiled program
 Each node also gets, as it is made, `type` (its key interned: equal keys, one number) and
 `hash`, from its type and its inputs' hashes (as torch's lazy tensor core hashes nodes), so
 a step's graph is looked up by its roots' hashes without walking it (`compiler`).
+
+Nodes and values carry `checks`: the deferred value checks (`execution.defer_check`) of the
+ops they were computed from, so that a host read of a value made from an out-of-range
+index raises the check's error instead of returning XLA's clamped result. A node has its
+inputs' checks (and, for a checked op, its own); a computed value keeps those not yet
+passed.
 """
 import itertools
 
@@ -57,6 +63,7 @@ class Sc:
         return f"${self.i}:{self.type.__name__}"
 
 
+NO_CHECKS = frozenset()
 _types = {}                 # node key -> its number
 _numbers = itertools.count()
 _signatures = {}            # (shape, dtype, device) -> its number: a value's `key`
@@ -86,7 +93,8 @@ def value_signature(shape, dtype, device) -> int:
 
 
 class Node:
-    __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin", "type", "hash")
+    __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin", "type", "hash",
+                 "checks")
 
     def __init__(self, op, template, inputs, scalars, avals, origin=None, key=None,
                  type_number=None):
@@ -100,10 +108,19 @@ class Node:
         # once for many nodes
         self.key = key = Node.key_of(op, template, avals) if key is None else key
         self.type = h = node_type(key) if type_number is None else type_number
+        checks = NO_CHECKS
         for v in inputs:
             node = v.node
-            h = hash((h, node.hash, v.index)) if node is not None else hash((h, v.key))
+            if node is not None:
+                h = hash((h, node.hash, v.index))
+                c = node.checks
+            else:
+                h = hash((h, v.key))
+                c = v.checks
+            if c and c is not checks:
+                checks = c if not checks or checks <= c else checks if c <= checks else checks | c
         self.hash = h
+        self.checks = checks
 
     @staticmethod
     def key_of(op, template, avals):
@@ -114,7 +131,7 @@ class Value:
     """`error` is set only on a value whose program failed (then it has neither a node nor
     data): using it raises `failure()`."""
     __slots__ = ("node", "index", "data", "shape", "dtype", "device", "key", "error", "sharding",
-                 "__weakref__")
+                 "checks", "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None, key=None):
         self.node = node
@@ -126,6 +143,7 @@ class Value:
         # `value_signature`, what a call's plan key records of it (None: failed)
         self.key = value_signature(shape, dtype, device) if key is None else key
         self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
+        self.checks = NO_CHECKS  # once computed: the checks of its ops not yet passed
 
     @property
     def pending(self) -> bool:
@@ -133,6 +151,9 @@ class Value:
 
     def set_data(self, data) -> None:
         self.data = data
+        checks = self.node.checks
+        if checks:
+            self.checks = frozenset(c for c in checks if not c.passed)
         self.node = None  # drop the graph: the value is now a buffer
 
     def fail(self, error) -> None:
