@@ -380,3 +380,9 @@ def _xla_tensors_from_aten(tensors, devices) -> list:
 def _get_git_revs() -> dict:
     from torch_xla import version
     return {"torch": torch.version.git_version, "xla": version.__version__}
+
+
+def _global_tensor_from_cpu_shards(shards, op_sharding: OpSharding, global_shape=None):
+    """(SPMD) The global tensor laid out by `op_sharding` whose block on local device i is
+    `shards[i]`; `global_shape` defaults to the blocks' shape times the layout's tiles."""
+    return _sharding.from_cpu_shards(list(shards), op_sharding.sharding, global_shape)
