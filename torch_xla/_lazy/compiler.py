@@ -383,6 +383,7 @@ def program_for(w: Walk) -> Program:
                      out_shardings=SingleDeviceSharding(device))
     program.compiled = jitted.lower(*w.call_args).compile(_COMPILER_OPTIONS.get(device.platform))
     metrics.sample("CompileTime", time.perf_counter_ns() - start)
+    metrics.sample("InputOutputAliasCount", program.n_donated)  # buffers the program donates
     if debug.enabled():
         debug.explain_compile(w.order, w.roots)
     _cache.put(key, program)

@@ -122,6 +122,7 @@ def _compiled(w, layout):
     start = time.perf_counter_ns()
     compiled = _jitted(w, layout).lower(*layout.args).compile()
     metrics.sample("CompileTime", time.perf_counter_ns() - start)
+    metrics.sample("InputOutputAliasCount", w.program.n_donated)
     if debug.enabled():
         debug.explain_compile(w.order, w.roots)
     _cache.put(layout.key, compiled)
