@@ -251,3 +251,11 @@ def _eval_batch_norm(func, *args):
 def _functional_batch_norm(func, *args):
     training = args[5]
     return _traced(func, args) if training else _eval_batch_norm(func, *args)
+
+
+
+@engine_op(getattr(aten.random, "from"), aten.random.to, with_op=True)
+def _random(func, x, *args, generator=None):
+    """random_(from, to): the interval is checked against the dtype as on the CPU."""
+    _cpu_checks(func, x, (1,), *args)
+    return trace(func, REGISTRY[func], (x, *args), {})
