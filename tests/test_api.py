@@ -209,3 +209,10 @@ def test_tpu_count_is_zero_on_a_host_without_tpus(monkeypatch):
         tpu.version()
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
     assert tpu.version() == 3 and tpu.num_logical_cores_per_chip() == 2
+
+
+def test_op_builder_ops_refuse_naming_call_jax():
+    import torch_xla.core.xla_op_registry as xor
+    op = xor.register("slice_and_add", lambda a, b: a + b)
+    with pytest.raises(NotImplementedError, match="call_jax"):
+        op(torch.ones(2), torch.ones(2))
