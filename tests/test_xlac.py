@@ -70,3 +70,33 @@ def test_materialization_needs_and_fallback_ops(dev):
     torch_xla._XLAC._xla_increment_counter("aten::made_up", 2)
     assert torch_xla._XLAC._get_executed_fallback_ops() == ["aten::made_up"] == met.executed_fallback_ops()
     assert met.counter_value("aten::made_up") == 2
+
+
+def test_a_buffer_marked_for_donation_goes_to_the_next_step(dev):
+    t0, t1 = torch.randn(4, 2).to(dev), torch.randn(4, 2).to(dev)
+    expected = t0.cpu() + t1.cpu()
+    assert torch_xla._XLAC._set_buffer_donation(t0, True)
+    assert torch_xla._XLAC._get_buffer_donation(t0) and not torch_xla._XLAC._get_buffer_donation(t1)
+    met.clear_all()
+    t2 = t0 + t1
+    torch_xla.sync(wait=True)
+    assert met.metric_data("InputOutputAliasCount")[1] == 1
+    assert torch_xla._XLAC._is_placecholder(t0) and not torch_xla._XLAC._is_placecholder(t1)
+    assert_same(t2, expected)
+    assert not torch_xla._XLAC._set_buffer_donation(t1 * 2, True)  # pending: no buffer yet
+
+
+@pytest.mark.parametrize("config", [True, False])
+def test_sync_multi_donates_marked_buffers_only_under_the_donor_config(dev, config):
+    t0, t1 = torch.randn(4, 2).to(dev), torch.randn(4, 2).to(dev)
+    assert torch_xla._XLAC._set_buffer_donation(t0, True)
+    t2 = t0 + t1
+    t1 += 2  # its old buffer is no tensor's: a step would donate it, sync_multi does not
+    met.clear_all()
+    torch_xla._XLAC._xla_set_enable_alias_with_buffer_donor_config(config)
+    try:
+        torch_xla._XLAC._xla_sync_multi([t0, t1, t2], [str(dev)], True, False)
+    finally:
+        torch_xla._XLAC._xla_set_enable_alias_with_buffer_donor_config(False)
+    assert met.metric_data("InputOutputAliasCount")[1] == int(config)
+    assert torch_xla._XLAC._is_placecholder(t0) == config

@@ -11,6 +11,7 @@ import weakref
 import jax
 import torch
 
+from torch_xla._lazy import donation as _donation
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy import ir as _ir
@@ -127,8 +128,10 @@ def _xla_memory_info(device: str) -> dict:
 
 
 def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool = True) -> None:
-    """Materialises `tensors` (one program per device)."""
-    _execution.materialize([_tensor.unwrap(t)._value for t in tensors])
+    """Materialises `tensors` (one program per device); while the buffer donor config is on,
+    the programs take the buffers marked for donation."""
+    _execution.materialize([_tensor.unwrap(t)._value for t in tensors],
+                           donate=_donation.with_sync_multi[0])
 
 
 def _xla_step_marker(device: str = "", devices=(), wait: bool = True, reset_scope: bool = True) -> None:
@@ -386,3 +389,34 @@ def _global_tensor_from_cpu_shards(shards, op_sharding: OpSharding, global_shape
     """(SPMD) The global tensor laid out by `op_sharding` whose block on local device i is
     `shards[i]`; `global_shape` defaults to the blocks' shape times the layout's tiles."""
     return _sharding.from_cpu_shards(list(shards), op_sharding.sharding, global_shape)
+
+
+def _set_buffer_donation(t, donate: bool) -> bool:
+    """Marks `t`'s device buffer for donation to the next program that reads it (the tensor
+    then becomes a placeholder); False if `t` has no buffer (it is pending)."""
+    data = _tensor.unwrap(t)._value.data
+    if data is None:
+        return False
+    _donation.mark(data, donate)
+    _metrics.count("XlaSetBufferDonation")
+    return True
+
+
+def _get_buffer_donation(t) -> bool:
+    data = _tensor.unwrap(t)._value.data
+    return data is not None and _donation.is_donor(data)
+
+
+def _is_placecholder(t) -> bool:
+    """Whether `t`'s buffer was donated to a program (reading it raises)."""
+    data = _tensor.unwrap(t)._value.data
+    return data is not None and data.is_deleted()
+
+
+def _xla_set_enable_alias_with_buffer_donor_config(enable: bool) -> None:
+    """Whether `_xla_sync_multi(..., sync_xla_data=False)` donates the marked buffers too."""
+    _donation.with_sync_multi[0] = bool(enable)
+
+
+def _xla_get_enable_alias_with_buffer_donor_config() -> bool:
+    return _donation.with_sync_multi[0]

@@ -40,3 +40,10 @@ def test_none_remover_round_trip(kind):
     if kind is list:
         assert kept is values  # lists change in place
     assert remover.add_nones(kept) == kind(["a", None, "b", None])
+
+
+def test_alias_with_buffer_donor_config_is_set_within_only():
+    from torch_xla._dynamo.dynamo_bridge import alias_with_buffer_donor_config
+    with alias_with_buffer_donor_config() as saved:
+        assert saved is False and torch_xla._XLAC._xla_get_enable_alias_with_buffer_donor_config()
+    assert not torch_xla._XLAC._xla_get_enable_alias_with_buffer_donor_config()

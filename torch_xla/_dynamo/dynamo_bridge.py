@@ -6,6 +6,8 @@ ops; with `openxla_eval`, dynamo's graph of torch-level calls is traced down to 
 The engine's graph capture (`torch_xla._lazy.graph_capture`) lowers the graph with the
 same lowerings as the lazy path and compiles it once; later calls run the program.
 """
+import contextlib
+
 import torch
 
 from torch_xla import _XLAC
@@ -59,3 +61,15 @@ class NoneRemover:
             return tuple(full)
         values[:] = full
         return values
+
+
+@contextlib.contextmanager
+def alias_with_buffer_donor_config(should_alias: bool = True):
+    """Within: `_xla_sync_multi` donates the buffers marked for donation
+    (`_XLAC._set_buffer_donation`); yields the setting it replaced."""
+    saved = _XLAC._xla_get_enable_alias_with_buffer_donor_config()
+    _XLAC._xla_set_enable_alias_with_buffer_donor_config(should_alias)
+    try:
+        yield saved
+    finally:
+        _XLAC._xla_set_enable_alias_with_buffer_donor_config(saved)

@@ -31,7 +31,8 @@ import time
 import jax
 import torch
 
-from . import compiler, graph_cache, manual, metrics, replicated, runtime, spmd_program, user_code
+from . import (compiler, donation, graph_cache, manual, metrics, replicated, runtime, spmd_program,
+               user_code)
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -196,25 +197,27 @@ def _pending_by_device(values):
     return by_device
 
 
-def materialize(values) -> None:
+def materialize(values, donate=False) -> None:
     """Runs what is needed to give every value in `values` a buffer (one program per device),
-    with the deferred checks of those devices."""
+    with the deferred checks of those devices; with `donate`, the programs take the buffers
+    users marked for donation (`donation`), and those alone."""
     groups = _pending_by_device(values)
     if not groups:
         return
     if runtime.is_spmd():
         manual.check_readable(values)
-    _run_all(list(values), _take(_launched, groups.keys()) + _take(_checks, groups.keys()))
+    held = donation.OnlyDonors() if donate else None
+    _run_all(list(values), _take(_launched, groups.keys()) + _take(_checks, groups.keys()), held)
 
 
 def mark_step(device=None) -> None:
     """Materialises every live pending tensor, one program per device, donating buffers that
-    no live tensor holds any more. On a DataParallel thread it covers that thread's device."""
+    no live tensor holds any more and those marked for donation. On a DataParallel thread it covers that thread's device."""
     metrics.count("MarkStep")
     if device is None:
         device = runtime.thread_device()
     values = live_values(device)
-    held = {id(v.data) for v in values if v.data is not None}
+    held = donation.release({id(v.data) for v in values if v.data is not None})
     if runtime.is_spmd():  # tensors in manual sharding mode exist only inside a program
         values, held = manual.outside_regions(values, held)
     devices = None if device is None else (device,)
@@ -316,7 +319,7 @@ def wait_device_ops() -> None:
     """Blocks until every buffer of a live tensor has been computed, and jax's effects ran."""
     replicated.settle()
     for v in live_values():
-        if v.data is not None:
+        if v.data is not None and not v.data.is_deleted():  # (a donated buffer: no result to wait for)
             v.data.block_until_ready()
     jax.effects_barrier()
     _read_checks(_take(_launched))
