@@ -100,3 +100,17 @@ def test_sync_multi_donates_marked_buffers_only_under_the_donor_config(dev, conf
         torch_xla._XLAC._xla_set_enable_alias_with_buffer_donor_config(False)
     assert met.metric_data("InputOutputAliasCount")[1] == int(config)
     assert torch_xla._XLAC._is_placecholder(t0) == config
+
+
+def test_buffer_handles_and_runtime_state(dev):
+    a, b = torch.tensor(42).to(dev), torch.arange(5, device=dev)
+    handles = torch_xla._XLAC._get_tensors_handle([a, b])
+    assert len(set(handles)) == 2 and torch_xla._XLAC._unsafe_buffer_pointer(a) == handles[0]
+    torch_xla._XLAC._set_buffer_donation(a, True)
+    c = a + 1
+    torch_xla.sync(wait=True)
+    with pytest.raises(RuntimeError, match="deleted"):
+        torch_xla._XLAC._get_tensors_handle([a])
+    assert c.item() == 43
+    assert torch_xla._XLAC._xla_runtime_is_initialized()
+    assert torch_xla._XLAC._xla_get_auto_sharding() is False

@@ -420,3 +420,33 @@ def _xla_set_enable_alias_with_buffer_donor_config(enable: bool) -> None:
 
 def _xla_get_enable_alias_with_buffer_donor_config() -> bool:
     return _donation.with_sync_multi[0]
+
+
+def _xla_runtime_is_initialized() -> bool:
+    """Whether the runtime (jax's PJRT backends) has started in this process."""
+    from jax._src import xla_bridge
+    return xla_bridge.backends_are_initialized()
+
+
+def _xla_get_auto_sharding() -> bool:
+    """Whether XLA's auto-sharding is on: never here (`use_spmd(auto=True)` raises)."""
+    return False
+
+
+def _device_buffer(t):
+    v = _tensor.unwrap(t)._value
+    _execution.materialize([v])
+    if v.data.is_deleted():
+        raise RuntimeError("the tensor's device buffer is deleted (donated to a program)")
+    return v.data
+
+
+def _unsafe_buffer_pointer(t) -> int:
+    """The device address of `t`'s buffer (computed first if pending)."""
+    return _device_buffer(t).unsafe_buffer_pointer()
+
+
+def _get_tensors_handle(tensors) -> list:
+    """Per tensor, a number naming its device buffer (its address); RuntimeError for a
+    buffer deleted by donation."""
+    return [_device_buffer(t).unsafe_buffer_pointer() for t in tensors]
