@@ -32,11 +32,10 @@ STAGES = (
     ("torch_xla._lazy.spmd_program", "torch_xla._lazy.graph_cache"),
     ("torch_xla._lazy.manual", "torch_xla._lazy.subgraph"),
     ("torch_xla._lazy.compiler",),
-    ("torch_xla._lazy.debug",),
     ("torch_xla._lazy.lowering",),  # and every module under it
     ("torch_xla._lazy.tensor", "torch_xla._lazy.replicated"),
-    ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.compile_cache",
-     "torch_xla._lazy.spmd"),
+    ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.spmd", "torch_xla._lazy.op_rules"),
+    ("torch_xla._lazy.runner", "torch_xla._lazy.debug"),
     ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics", "torch_xla._lazy.caches",
      "torch_xla._lazy.donation",
      "torch_xla._lazy.frames", "torch_xla._lazy.user_code"),

@@ -57,8 +57,8 @@ def initialize_cache(path: str, readonly: bool = False) -> None:
     """Keeps compiled programs in directory `path` across processes: a later run of the same
     program loads it instead of compiling (counted as `PersistentCacheHit`). `readonly`:
     load only, never write. Call before the first computation."""
-    from torch_xla._lazy import compile_cache
-    compile_cache.initialize(path, readonly)
+    from torch_xla._lazy import runner
+    runner.initialize_persistent_cache(path, readonly)
 
 
 def is_initialized() -> bool:

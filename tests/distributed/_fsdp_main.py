@@ -13,6 +13,7 @@ import torch_xla.distributed.data_parallel as dp
 import torch_xla.runtime as xr
 from torch_xla.distributed.fsdp import (XlaFullyShardedDataParallel as FSDP, checkpoint_module,
                                         consolidate_sharded_state_dicts, transformer_auto_wrap_policy)
+from torch_xla.distributed.zero_redundancy_optimizer import ZeroRedundancyOptimizer
 
 WORLD, BATCH, STEPS = 4, 8, 3
 
@@ -39,6 +40,9 @@ class Net(nn.Module):
 
     def forward(self, ids):
         return self.head(self.blocks(self.embed(ids)))
+
+
+_NET = Net()
 
 
 def batches():
@@ -77,7 +81,7 @@ def _fsdp_replica(device, wrap, clip=None, accumulate=False):
     """One replica's FSDP training: its quarter of each batch; the global loss (mean of
     the replicas' means) read each step; the shards' state dict and metadata at the end."""
     r = xr.global_ordinal()
-    model = wrap(Net())
+    model = wrap(copy.deepcopy(_NET))  # built once: threads drawing initial weights would interleave
     opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     losses, compiles = [], []
     for ids, target in batches():
@@ -115,6 +119,32 @@ def _assert_matches(results, expected, tag, **tol):
     print("ok", tag)
 
 
+def _zero_replica(device):
+    """ZeRO-1 (AdamW, the default clipping to norm 1) on the replica's quarter of each batch;
+    its state dict then loads into a fresh optimizer that steps alike."""
+    r = xr.global_ordinal()
+    model = copy.deepcopy(_NET).to(device)
+    opt = ZeroRedundancyOptimizer(model.parameters(), torch.optim.AdamW, lr=0.05, save_master_weights=True)
+    losses, compiles = [], []
+    for ids, target in batches():
+        ids, target = ids.chunk(WORLD)[r].to(device), target.chunk(WORLD)[r].to(device)
+        opt.zero_grad()
+        loss = loss_fn(model(ids), target)
+        loss.backward()
+        opt.step()
+        xm.mark_step()
+        losses.append(xm.all_reduce(xm.REDUCE_SUM, loss.detach(), scale=1.0 / WORLD))
+        compiles.append(met.counter_value("UncachedCompile"))
+    shard_size = opt.base_optimizer.param_groups[0]["params"][0].numel()
+    state = opt.state_dict()
+    again = ZeroRedundancyOptimizer(model.parameters(), torch.optim.AdamW, lr=0.05)
+    again.load_state_dict(state)
+    moments = [again.base_optimizer.state[s]["exp_avg"].cpu() for s in again.base_optimizer.param_groups[0]["params"]]
+    expected = [st["exp_avg"].cpu() for st in state["base_state"].values()]
+    torch.testing.assert_close(moments, expected)
+    return [l.item() for l in losses], xm._maybe_convert_to_cpu(model.state_dict()), shard_size, compiles
+
+
 def main():
     sgd = dict(lr=0.5, momentum=0.9)
     expected = reference(**sgd)
@@ -134,6 +164,13 @@ def main():
                     reference(clip=0.05, **sgd), "dim0+clip")
     _assert_matches(_threads(lambda d: _fsdp_replica(d, lambda m: FSDP(m, auto_wrap_policy=blocks),
                                                      accumulate=True)), expected, "no_sync")
+    losses, ref_state = reference(torch.optim.AdamW, clip=1.0, lr=0.05)
+    for got_losses, state, shard_size, compiles in _threads(_zero_replica):
+        torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(losses))
+        torch.testing.assert_close(state, ref_state)
+        assert shard_size == 3 * 6, shard_size  # the embedding: 11 rows padded to 12, 3 each
+        assert compiles[-1] == compiles[-2], compiles
+    print("ok zero1", compiles)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ import time
 import jax
 import torch
 
-from . import (compiler, donation, graph_cache, manual, metrics, replicated, runtime, spmd_program,
-               user_code)
+from . import (compiler, debug, donation, graph_cache, manual, metrics, replicated, runner, runtime,
+               spmd_program, user_code)
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -212,7 +212,8 @@ def materialize(values, donate=False) -> None:
 
 def mark_step(device=None) -> None:
     """Materialises every live pending tensor, one program per device, donating buffers that
-    no live tensor holds any more and those marked for donation. On a DataParallel thread it covers that thread's device."""
+    no live tensor holds any more and those marked for donation. On a DataParallel thread
+    it covers that thread's device."""
     metrics.count("MarkStep")
     if device is None:
         device = runtime.thread_device()
@@ -272,13 +273,12 @@ def _execute(w):
     if runtime.is_spmd():
         return spmd_program.run(w)
     if w.collective:
-        call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
+        call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
+                               explain=lambda: debug.explain_compile(w.order, w.roots))
         return replicated.run(w.device, call)
     program = compiler.program_for(w)
     donated, kept, scalars = w.args
-    start = time.perf_counter_ns()
-    outputs = program.compiled(donated, kept, program.pack_on(scalars, w.device))
-    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    outputs = runner.execute(program, donated, kept, program.pack_on(scalars, w.device))
     graph_cache.remember(w, program)
     return outputs
 

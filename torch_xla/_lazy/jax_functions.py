@@ -89,9 +89,11 @@ def call_values(callee, values, scalars=(), device=0):
     return [Value(s, d, device, node=node, index=i) for i, (s, d) in enumerate(callee.avals)]
 
 
-def call(callee, tensors, scalars=(), device=0):
-    """`callee` of XLA `tensors` and Python `scalars`, as XLA tensors (no autograd)."""
-    return [to_functional(wrap(v)) for v in call_values(callee, _values(tensors), scalars, device)]
+def call(callee, tensors, scalars=(), device=0, raw=False):
+    """`callee` of XLA `tensors` and Python `scalars`, as XLA tensors (no autograd; `raw`:
+    the engine's XLATensors, not users' tensors)."""
+    outs = [wrap(v) for v in call_values(callee, _values(tensors), scalars, device)]
+    return outs if raw else [to_functional(t) for t in outs]
 
 
 def _differentiable(dtype) -> bool:

@@ -81,14 +81,18 @@ class Traced:
         return tuple(scalars)
 
 
-def placeholder(shape, dtype, device, i) -> torch.Tensor:
+def placeholder(shape, dtype, device, i, raw=False) -> torch.Tensor:
+    """Placeholder `i`: a user's tensor, or (`raw`) the engine's XLATensor."""
     node = Node(PLACEHOLDER, ((i, tuple(shape), dtype), ()), (), (), ((tuple(shape), dtype),))
-    return to_functional(wrap(Value(tuple(shape), dtype, device, node=node)))
+    t = wrap(Value(tuple(shape), dtype, device, node=node))
+    return t if raw else to_functional(t)
 
 
-def trace(fn, args, kwargs=None, name=None) -> Traced:
+def trace(fn, args, kwargs=None, name=None, raw=False) -> Traced:
     """`fn(*args, **kwargs)` traced into a jax function of the tensors among `args` and
-    `kwargs` (any pytree; other leaves are static)."""
+    `kwargs` (any pytree; other leaves are static); `raw`: `fn` takes the engine's
+    XLATensors (a function PyTorch's functionalization wrapped, as its higher-order ops
+    pass them), not users' tensors."""
     flat, spec = tree_flatten((args, kwargs or {}))
     tensor_pos = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
     for i in tensor_pos:
@@ -99,7 +103,7 @@ def trace(fn, args, kwargs=None, name=None) -> Traced:
     outside = {id(v) for v in before}
     fake = list(flat)
     for k, i in enumerate(tensor_pos):
-        fake[i] = placeholder(flat[i].shape, flat[i].dtype, device, k)
+        fake[i] = placeholder(flat[i].shape, flat[i].dtype, device, k, raw)
     holders = {id(unwrap(fake[i])._value): k for k, i in enumerate(tensor_pos)}
     checks = execution.deferred_check_count()
     seen = _Seen()

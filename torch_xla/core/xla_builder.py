@@ -36,8 +36,8 @@ class _Specialized:
 class JaxCallable:
     """One jax function's specialisations (`_cache`), keyed by the argument signature."""
 
-    def __init__(self, fn):
-        self._fn = fn
+    def __init__(self, fn, differentiable=False):
+        self._fn, self._differentiable = fn, differentiable
         self._cache = {}
 
     def __call__(self, *args, **kwargs):
@@ -50,7 +50,8 @@ class JaxCallable:
         if spec is None:
             static_leaves = [jax_functions.to_jax_value(a) for a in leaves]
             spec = self._cache[key] = _Specialized(self._fn, static_leaves, treedef, tensor_pos)
-        outs = jax_functions.call(spec.callee, [leaves[p] for p in tensor_pos])
+        run = jax_functions.apply if self._differentiable else jax_functions.call
+        outs = run(spec.callee, [leaves[p] for p in tensor_pos])
         return jax.tree.unflatten(spec.out_tree, outs)
 
 
@@ -68,8 +69,20 @@ def call_jax(jax_func, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]] =
     as jax arrays, inside the lazy graph; returns its outputs as XLA tensors (the same
     pytree). `jax_func` must be traceable by `jax.jit`. Define it once (not anew each
     step), or pass `override_hash`: the cache is keyed by its id."""
-    key = (override_hash or id(jax_func), _jax_config.trace_context())
+    return _callable(jax_func, override_hash, False)(*args, **(kwargs or {}))
+
+
+def call_jax_with_grad(jax_func, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]] = None,
+                       override_hash=None):
+    """`call_jax` with autograd (this package's addition): gradients flow to the XLA tensor
+    arguments that require them, through jax's vjp of `jax_func` (the backward one more op
+    of the graph, reading the residuals the forward saved)."""
+    return _callable(jax_func, override_hash, True)(*args, **(kwargs or {}))
+
+
+def _callable(jax_func, override_hash, differentiable):
+    key = (override_hash or id(jax_func), _jax_config.trace_context(), differentiable)
     callable_ = _JAX_TO_XLA_COMPUTATION_CACHE.get(key)
     if callable_ is None:
-        callable_ = _JAX_TO_XLA_COMPUTATION_CACHE[key] = JaxCallable(jax_func)
-    return callable_(*args, **(kwargs or {}))
+        callable_ = _JAX_TO_XLA_COMPUTATION_CACHE[key] = JaxCallable(jax_func, differentiable)
+    return callable_

@@ -28,7 +28,7 @@ class XlaFlattenParamsWrapper(nn.Module):
         super().__init__()
         self._fpw_module = module
         self._register_state_dict_hook(_strip_prefix)
-        self._register_load_state_dict_pre_hook(_add_prefix)
+        self._register_load_state_dict_pre_hook(_add_prefix, with_module=True)
 
     @property
     def module(self) -> nn.Module:

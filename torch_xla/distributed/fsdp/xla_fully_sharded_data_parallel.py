@@ -256,6 +256,8 @@ class XlaFullyShardedDataParallel(nn.Module):
             for m, n in places:
                 del m._parameters[n]
         self._placeholder = torch.zeros(1, dtype=self.compute_dtype, device=self.xla_device)
+        # Computed now: the slices depend on the rank, the replicas' common step must not.
+        xm.unlazy(self.sharded_params + [self._placeholder])
         self._install(None)
 
     def _install(self, fulls) -> None:
