@@ -381,3 +381,10 @@ def loader_shards_each_batch():
         dicts, torch_xla.device(), input_sharding={'x': by_key['x']}))), "['y'] are missing")
     raises(ValueError, lambda: next(iter(pl.MpDeviceLoader(
         batches, torch_xla.device(), input_sharding=by_key))), "should be a dict")
+
+
+@check
+def the_xla_process_group_is_refused():
+    import torch.distributed as dist
+    raises(AssertionError, lambda: dist.init_process_group("xla", init_method="xla://"),
+           "not supported under SPMD")

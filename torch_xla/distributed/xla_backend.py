@@ -185,6 +185,9 @@ class ProcessGroupXla(dist.ProcessGroup):
 
 
 def _create(prefix_store, rank, size, timeout):
+    if xr.is_spmd():  # torch_xla's check, and its error type
+        raise AssertionError("the xla torch.distributed backend is not supported under SPMD: "
+                             "XLA's partitioner inserts the collectives a sharded program needs")
     return ProcessGroupXla(rank, size)
 
 
