@@ -123,6 +123,10 @@ class ProcessGroupXla(dist.ProcessGroup):
                     out.copy_(gathered[k])
         return _done(output_tensors)
 
+    def allgather_coalesced(self, output_lists, input_tensors, opts=c10d.AllgatherOptions()):
+        """allgather of each input into its list of outputs, in one graph."""
+        return self.allgather(output_lists, input_tensors, opts)
+
     def _allgather_base(self, output, input, opts=c10d.AllgatherOptions()):
         with torch.no_grad():
             output.copy_(self._gather(input).view(output.shape))
