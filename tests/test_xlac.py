@@ -114,3 +114,13 @@ def test_buffer_handles_and_runtime_state(dev):
     assert c.item() == 43
     assert torch_xla._XLAC._xla_runtime_is_initialized()
     assert torch_xla._XLAC._xla_get_auto_sharding() is False
+
+
+def test_a_failed_runtime_start_is_kept(monkeypatch):
+    monkeypatch.setattr(torch_xla._XLAC, "_client", [])
+    for device in ("DUMMY_DEVICE", "CPU"):
+        monkeypatch.setenv("PJRT_DEVICE", device)
+        with pytest.raises(RuntimeError, match="No PjRtPlugin registered for: DUMMY_DEVICE"):
+            torch_xla._XLAC._init_computation_client()
+    monkeypatch.setattr(torch_xla._XLAC, "_client", [])
+    torch_xla._XLAC._init_computation_client()  # CPU: started, no error

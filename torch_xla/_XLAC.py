@@ -450,3 +450,21 @@ def _get_tensors_handle(tensors) -> list:
     """Per tensor, a number naming its device buffer (its address); RuntimeError for a
     buffer deleted by donation."""
     return [_device_buffer(t).unsafe_buffer_pointer() for t in tensors]
+
+
+_client = []  # the first start's outcome: None, or the error it raised
+
+
+def _init_computation_client() -> None:
+    """Starts the runtime (the PJRT client of PJRT_DEVICE) if it has not started. The first
+    outcome is kept, as torch_xla keeps its client: after a failed start every call raises
+    that error, whatever PJRT_DEVICE says since."""
+    if not _client:
+        try:
+            _runtime.device_type()  # (the device type first: jax's devices may be cached)
+            _runtime.jax_devices()
+            _client.append(None)
+        except RuntimeError as e:
+            _client.append(e)
+    if _client[0] is not None:
+        raise _client[0]
