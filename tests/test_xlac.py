@@ -114,6 +114,7 @@ def test_buffer_handles_and_runtime_state(dev):
     assert c.item() == 43
     assert torch_xla._XLAC._xla_runtime_is_initialized()
     assert torch_xla._XLAC._xla_get_auto_sharding() is False
+    assert torch_xla._XLAC._xla_get_all_devices() == ["CPU:0"]
 
 
 def test_a_failed_runtime_start_is_kept(monkeypatch):

@@ -468,3 +468,8 @@ def _init_computation_client() -> None:
             _client.append(e)
     if _client[0] is not None:
         raise _client[0]
+
+
+def _xla_get_all_devices() -> list:
+    """Runtime names ('CPU:3') of every device of the runtime, all processes'."""
+    return [_real_name(d) for d in _runtime.global_devices()]
