@@ -139,8 +139,8 @@ class CheckpointManager:
                     pickle.dump(meta, f)
                 fs.mv(raw + ".partial", raw)
             self._tracked.append(meta)
-                while self.max_to_keep and len(self._tracked) > self.max_to_keep:
-                    self._delete(self._tracked.popleft().step)
+            while self.max_to_keep and len(self._tracked) > self.max_to_keep:
+                self._delete(self._tracked.popleft().step)
 
     def should_save(self, step: int) -> bool:
         """Whether `step` is one to checkpoint: on the interval, or after a preemption notice."""
