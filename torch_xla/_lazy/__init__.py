@@ -3,11 +3,11 @@
 Importing it installs the engine into PyTorch: the ops with engine meaning into the
 dispatch entry, the XLA device's hooks, the fast in-place kernels, torch.save/load, module
 conversion that keeps tied weights tied, packed sequences, the CPU's checks of `out=`
-arguments, and the configuration of PyTorch's `openxla` dynamo backend.
+arguments, XLA tensors' DLPack methods, and the configuration of PyTorch's `openxla` dynamo backend.
 """
 # engine_ops registers itself on import
-from . import (device, engine_ops, inplace, module_conversion, out_arguments,  # noqa: F401
-               packed_sequences, serialization)
+from . import (device, dlpack, engine_ops, inplace, module_conversion,  # noqa: F401
+               out_arguments, packed_sequences, serialization)
 from .graph_capture import dynamo_config
 
 device.install()
@@ -16,4 +16,5 @@ serialization.install()
 dynamo_config.install()
 module_conversion.install()
 packed_sequences.install()
+dlpack.install()
 out_arguments.install()

@@ -20,6 +20,8 @@ passed.
 """
 import itertools
 
+from .compile_explanation import format_avals
+
 
 class In:
     """Placeholder for tensor input `i` of a node in its argument template. Interned: one
@@ -142,7 +144,7 @@ class Value:
         self.device = device
         # `value_signature`, what a call's plan key records of it (None: failed)
         self.key = value_signature(shape, dtype, device) if key is None else key
-        self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
+        self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd/layout`)
         self.checks = NO_CHECKS  # once computed: the checks of its ops not yet passed
 
     @property
@@ -169,8 +171,69 @@ class Value:
         return error
 
 
+NUMBER_TYPES = (int, float, bool, complex)
+
+
+class ArgumentEncoder:
+    """The one encoding of an op's arguments into a node's template, shared by the lazy path
+    (`dispatch`: XLA tensors are inputs) and the FX path (`graph_capture.fx_lowering`: graph
+    nodes are): each input becomes `In(i)`, each number at a position where the op takes a
+    Scalar (`dynamic`) `Sc(i, type)` (a program parameter), lists and tuples tuples of their
+    items, anything else a constant. `fill_template` decodes a template.
+
+    A path says what its inputs are (`input`: the input's index, or None) and may record
+    more of what it sees (`scalar`, `keyword`, `constant`). An object, not closures: a
+    closure that calls itself is a reference cycle, which would keep the inputs' buffers
+    alive until the garbage collector runs."""
+    __slots__ = ("inputs", "scalars")
+
+    def __init__(self):
+        self.inputs, self.scalars = [], []
+
+    def input(self, obj, t):
+        """The index of `obj` (of type `t`) among the inputs if it is one (appended), else None."""
+        raise NotImplementedError
+
+    def scalar(self, t) -> None:
+        """A number of type `t` became a program parameter."""
+
+    def keyword(self, name) -> None:
+        """Keyword argument `name` is encoded next."""
+
+    def constant(self, obj, t, dynamic):
+        """What `obj` (of type `t`; no input, parameter, list or tuple) is in the template."""
+        return obj
+
+    def encode(self, obj, dynamic):
+        t = type(obj)
+        i = self.input(obj, t)
+        if i is not None:
+            return In(i)
+        if dynamic and t in NUMBER_TYPES:
+            self.scalars.append(obj)
+            self.scalar(t)
+            return Sc(len(self.scalars) - 1, t)
+        if t is list or t is tuple:
+            return tuple([self.encode(o, dynamic) for o in obj])
+        return self.constant(obj, t, dynamic)
+
+    def encode_call(self, args, kwargs, flags, names):
+        """The template (args, kwargs) of a call: `flags[i]` says whether a number at position
+        `i` is a program parameter, `names` which keywords take one."""
+        n = len(flags)
+        targs = tuple([self.encode(a, i < n and flags[i]) for i, a in enumerate(args)])
+        if not kwargs:
+            return targs, ()
+        tkwargs = []
+        for k, v in kwargs.items():
+            self.keyword(k)
+            tkwargs.append((k, self.encode(v, k in names)))
+        return targs, tuple(tkwargs)
+
+
 def fill_template(obj, inputs, scalars):
-    """Rebuilds an argument structure, replacing placeholders with `inputs`/`scalars`."""
+    """Rebuilds an argument structure, replacing placeholders with `inputs`/`scalars`: the
+    decoder of `ArgumentEncoder`'s templates."""
     t = type(obj)
     if t is In:
         return inputs[obj.i]
@@ -181,15 +244,6 @@ def fill_template(obj, inputs, scalars):
     if t is list:
         return [fill_template(o, inputs, scalars) for o in obj]
     return obj
-
-
-def format_aval(shape, dtype) -> str:
-    """A value's dtype and shape as the engine writes them everywhere: `float32[2, 3]`."""
-    return f"{str(dtype).removeprefix('torch.')}{list(shape)}"
-
-
-def format_avals(avals) -> str:
-    return ", ".join(format_aval(s, d) for s, d in avals)
 
 
 def format_node(node: Node) -> str:

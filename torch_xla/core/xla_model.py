@@ -10,9 +10,10 @@ import torch
 
 import torch_xla
 import torch_xla.utils.utils as xu
+from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import rng, runtime
-from torch_xla._lazy import collectives as _coll
+from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import execution
 from torch_xla._lazy import tensor as _tensor
 
@@ -199,7 +200,7 @@ def optimizer_step(optimizer, barrier: bool = False, optimizer_args=None, groups
 #
 # A replica is one copy of the training program: a process under xmp.spawn, a thread per
 # device in DataParallel. Collectives are graph nodes run by all replicas in one program
-# (torch_xla/_lazy/collectives.py, run by torch_xla/_lazy/replicated.py); groups are lists of replica ordinals.
+# (torch_xla/_lazy/replicas/collective_ops.py, run by torch_xla/_lazy/replicas/program.py); groups are lists of replica ordinals.
 
 REDUCE_SUM, REDUCE_MUL, REDUCE_AND, REDUCE_OR, REDUCE_MIN, REDUCE_MAX = (
     "sum", "mul", "and", "or", "min", "max")
@@ -470,6 +471,10 @@ def _maybe_convert_to_cpu(data, convert: bool = True):
         return _to_cpu_data(data)
     _to_cpu_data(data, convert=False)
     return data
+
+
+def unlazy(tensors) -> None:
+    _to_cpu_data(list(tensors), convert=False)  # computed now, in one program, kept on the device
 
 
 def send_cpu_data_to_device(datas, device, input_sharding=None):

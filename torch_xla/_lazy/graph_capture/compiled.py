@@ -2,7 +2,7 @@
 
 `CompiledGraph(gm)` is called with the graph's arguments (XLA tensors as users hold them)
 and returns its results as XLA tensors. The graph is lowered once (`fx_lowering`) and
-compiled with `jax.jit` at the first call, for the arguments' device; after that a call
+compiled by the runner at the first call, for the arguments' device; after that a call
 reads the arguments' buffers, runs the program and wraps its outputs: no op is traced.
 Arguments still pending on the lazy path are computed inside the program when their graph
 is small (a view the graph before left lazy, the backward's seed `ones_like(loss)`), else
@@ -18,17 +18,14 @@ be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, count
 found in the cache of identical graphs: `CachedCompile`), runs as `DynamoExecute`.
 """
 import collections
-import time
 import weakref
 
-import jax
 import jax.numpy as jnp
 import torch
-from jax.sharding import SingleDeviceSharding
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
-from .. import compiler, debug, metrics, rng, runtime
+from .. import compiler, metrics, rng, runner, runtime
 from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
 from ..frames import run_without_dynamo
 from ..ir import Node, Value
@@ -36,7 +33,6 @@ from ..tensor import XLATensor, live_tensors, unwrap, wrap
 from . import decompose
 from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 
-_programs = {}  # structural key -> compiled program, shared by identical graphs
 # Pending arguments whose graph has at most this many ops are computed inside the program
 # (recomputed if something else reads them later); larger ones are materialised first.
 _FUSED_OPS = 16
@@ -100,8 +96,12 @@ class _Plan:
         self.mutated_args = [fn.tensor_inputs[i] for i in fn.mutated_inputs]
         self.owners = {}    # mutated input -> the XLATensors that took its value last call
         self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
-        self.programs = {}  # device -> compiled program
-        self.key = None if fn.has_tensor_constants else (fn.gm.code, tuple(self.avals))
+        # (device, layout) -> weak reference to the runner's Executable (the runner's cache
+        # keeps programs alive); programs of identical graphs are shared through the runner's
+        # cache by the graph's code and inputs, those of graphs holding tensor constants
+        # are this plan's own.
+        self.programs = {}
+        self.key = (fn.gm.code, tuple(self.avals)) if not fn.has_tensor_constants else object()
         # mutated input -> the graph's nodes computing its new value on the host, in order
         self.on_host = {i: (nodes, src) for i, src in zip(self.mutated, fn.written_from)
                         if (nodes := _host_nodes(src, fn)) is not None}
@@ -110,9 +110,11 @@ class _Plan:
         values, device = _read_inputs(args, self.tensor_args)
         fused = self._fuse_pending(values, device)
         layout = None if fused is None else fused[1]
-        program = self.programs.get((device, layout))
-        if program is None:
-            program = self.programs[(device, layout)] = self._compile(values, device, fused)
+        ref = self.programs.get((device, layout))
+        program = None if ref is None else ref()
+        if program is None or not runner.is_cached(program):
+            program = self._compile(values, device, fused)
+            self.programs[(device, layout)] = weakref.ref(program)
         n_rng = self.fn.n_rng
         seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
         if self.mutated:
@@ -123,9 +125,7 @@ class _Plan:
             args_d = ()
         args_k = tuple(values[i].data for i in self.kept if values[i].node is None)
         lazy_args = () if fused is None else fused[0].args[1:]
-        start = time.perf_counter_ns()
-        mutated, outs = program(args_d, args_k, seeds, lazy_args)
-        metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+        mutated, outs = runner.execute(program, args_d, args_k, seeds, lazy_args)
         metrics.count("DynamoExecute")
         if mutated:
             self.owners = self._write_inputs(args, mutated, device)
@@ -208,14 +208,12 @@ class _Plan:
         return None
 
     def _compile(self, values, device, fused):
-        key = None if self.key is None else (self.key, device, None if fused is None else fused[1])
-        program = _programs.get(key) if key is not None else None
+        key = (self.key, device, None if fused is None else fused[1])
+        placement = runner.on_device(device)
+        program = runner.lookup(key, placement)
         if program is not None:
-            metrics.count("CachedCompile")
             return program
-        metrics.count("UncachedCompile")
         metrics.count("DynamoCompile")
-        start = time.perf_counter_ns()
         fn, n, donated = self.fn, len(values), self.mutated
         buffers = [i for i in self.kept if values[i].node is None]
         lazy = None if fused is None else fused[0].program
@@ -228,20 +226,17 @@ class _Plan:
             inputs = tuple(roots[computed[i]] if i in computed else leaves[leaf_of[i]] for i in range(n))
             return fn(inputs, seeds)
 
-        placement = SingleDeviceSharding(runtime.jax_device(device))
-        jitted = jax.jit(program_fn, donate_argnums=(0,) if donated else (), out_shardings=placement)
-        seeds = tuple(0 for _ in range(fn.n_rng))
-        lazy_args = () if fused is None else fused[0].args[1:]
-        compiled = jitted.lower(tuple(values[i].data for i in donated),
-                                tuple(values[i].data for i in buffers), seeds, lazy_args).compile()
-        metrics.sample("CompileTime", time.perf_counter_ns() - start)
-        if debug.enabled():
+        def explain():
             print(f"[PT_XLA_DEBUG] compiled a captured graph of {fn.n_ops} ops "
                   f"({len(values)} inputs, {len(donated)} donated, "
                   f"{len(computed)} computed inside from the lazy graph)", flush=True)
-        if key is not None:
-            _programs[key] = compiled
-        return compiled
+
+        seeds = tuple(0 for _ in range(fn.n_rng))
+        lazy_args = () if fused is None else fused[0].args[1:]
+        args = (tuple(values[i].data for i in donated), tuple(values[i].data for i in buffers),
+                seeds, lazy_args)
+        return runner.compile(program_fn, args, placement, key=key, donate=bool(donated),
+                              explain=explain)
 
 
 def _lazy_view(value, steps, device):

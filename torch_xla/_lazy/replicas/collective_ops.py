@@ -1,16 +1,16 @@
 """Recording collectives: what `xm.all_reduce` and its kin call to put one in the graph.
 
-A collective is a graph node whose lowering (`lowering/collectives`) runs over the mesh of
+A collective is a graph node whose lowering (`replicas/collective_lowering`) runs over the mesh of
 every replica; the graph that holds it runs as one replicated program
-(`_lazy/replicated`). This front checks replica groups and records the node.
+(`_lazy/replicas/program`). This front checks replica groups and records the node.
 """
 import torch
 
-from . import user_code
-from .ir import In, Node, Value
-from .lowering.collectives import (  # noqa: F401  (the ops xm records)
+from .. import eager, user_code
+from ..ir import In, Node, Value
+from .collective_lowering import (  # noqa: F401  (the ops xm records)
     ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVE_PERMUTE, REDUCE_SCATTER)
-from .tensor import to_functional, unwrap, wrap
+from ..tensor import to_functional, unwrap, wrap
 
 REDUCE_TYPES = ("sum", "mul", "and", "or", "min", "max")
 
@@ -42,6 +42,8 @@ def apply(op, tensors, avals, **static):
     node = Node(op, template, tuple(t._value for t in inner), (), tuple(avals), user_code.user_line())
     device = devices.pop()
     outs = [wrap(Value(shape, dtype, device, node=node, index=i)) for i, (shape, dtype) in enumerate(avals)]
+    if eager.enabled():
+        eager.run_outputs(outs)
     # Users hold functional tensors; C++ code below functionalization (DDP's) the inner ones.
     return [to_functional(o) for o in outs] if torch._is_functional_tensor(tensors[0]) else outs
 

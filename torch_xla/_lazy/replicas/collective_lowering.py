@@ -1,8 +1,8 @@
 """Collectives inside the compiled graph: lowerings over the replicas' mesh axis.
 
-These are not ATen ops: `xm.all_reduce` and its kin record them (`_lazy/collectives`), and
+These are not ATen ops: `xm.all_reduce` and its kin record them (`_lazy/replicas/collective_ops`), and
 a graph holding one is compiled as one SPMD program over every replica's device
-(`_lazy/replicated`), where each lowering calls a jax.lax collective over the axis
+(`_lazy/replicas/program`), where each lowering calls a jax.lax collective over the axis
 `runtime.REPLICA_AXIS`. Mesh position = global ordinal, so replica groups name positions on
 that axis. Without groups the native psum/all_gather/psum_scatter/all_to_all run; with
 groups (shard_map has no axis_index_groups) every replica gathers all values and keeps its
@@ -13,7 +13,7 @@ import numpy as np
 from jax import lax
 
 from ..runtime import REPLICA_AXIS as AXIS
-from . import Lowering
+from ..lowering import Lowering
 
 
 def _group_of(groups, world):
