@@ -1,13 +1,14 @@
 """The lazy engine behind torch_xla: see ARCHITECTURE.md for how the parts fit.
 
 Importing it installs the engine into PyTorch: the ops with engine meaning into the
-dispatch entry, the XLA device's hooks, the fast in-place kernels, torch.save/load, module
-conversion that keeps tied weights tied, packed sequences, the CPU's checks of `out=`
-arguments, and the configuration of PyTorch's `openxla` dynamo backend.
+dispatch entry, the collectives as ops (`xla::all_reduce`...), the XLA device's hooks, the
+fast in-place kernels, torch.save/load, module conversion that keeps tied weights tied,
+packed sequences, the CPU's checks of `out=` arguments, and the configuration of PyTorch's
+`openxla` dynamo backend.
 """
-# engine_ops registers itself on import
-from . import (device, engine_ops, inplace, module_conversion, out_arguments,  # noqa: F401
-               packed_sequences, serialization)
+# engine_ops and collectives register themselves on import
+from . import (collectives, device, engine_ops, inplace, module_conversion,  # noqa: F401
+               out_arguments, packed_sequences, serialization)
 from .graph_capture import dynamo_config
 
 device.install()

@@ -18,6 +18,7 @@ be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, count
 found in the cache of identical graphs: `CachedCompile`), runs as `DynamoExecute`.
 """
 import collections
+import itertools
 import time
 import weakref
 
@@ -28,7 +29,7 @@ from jax.sharding import SingleDeviceSharding
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
-from .. import compiler, debug, metrics, rng, runtime
+from .. import compiler, debug, metrics, replicated, rng, runtime
 from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
 from ..frames import run_without_dynamo
 from ..ir import Node, Value
@@ -37,6 +38,7 @@ from . import decompose
 from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 
 _programs = {}  # structural key -> compiled program, shared by identical graphs
+_plan_numbers = itertools.count()
 # Pending arguments whose graph has at most this many ops are computed inside the program
 # (recomputed if something else reads them later); larger ones are materialised first.
 _FUSED_OPS = 16
@@ -65,7 +67,7 @@ class CompiledGraph:
 
     def _make_plan(self, prepare, *prepare_args):
         try:
-            return _Plan(GraphFunction(prepare(*prepare_args), defer_views=True))
+            return _Plan(GraphFunction(prepare(*prepare_args), defer_views=True, collectives=True))
         except Unsupported as e:
             self.lazy = str(e)
             return None
@@ -102,12 +104,36 @@ class _Plan:
         self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
         self.programs = {}  # device -> compiled program
         self.key = None if fn.has_tensor_constants else (fn.gm.code, tuple(self.avals))
+        # what names the program among the replicas' (the same graph in each replica)
+        self.replica_key = ("captured", self.key or next(_plan_numbers))
         # mutated input -> the graph's nodes computing its new value on the host, in order
         self.on_host = {i: (nodes, src) for i, src in zip(self.mutated, fn.written_from)
                         if (nodes := _host_nodes(src, fn)) is not None}
 
     def run(self, args):
         values, device = _read_inputs(args, self.tensor_args)
+        run = self._run_replicated if self.fn.collective else self._run_program
+        mutated, outs = run(values, device)
+        metrics.count("DynamoExecute")
+        if mutated:
+            self.owners = self._write_inputs(args, mutated, device)
+        results = []
+        for kind, x in self.fn.output_refs:
+            if kind == "value":
+                shape, dtype = self.out_avals[x]
+                results.append(_to_functional(wrap(Value(shape, dtype, device, data=outs[x]))))
+            elif kind == "input":
+                results.append(args[self.tensor_args[x]])
+            elif kind == "alias":
+                results.append(_to_functional(wrap(values[x])))
+            elif kind == "view":
+                results.append(_to_functional(wrap(_lazy_view(values[x[0]], x[1], device))))
+            else:
+                results.append(x)
+        return results
+
+    def _run_program(self, values, device):
+        """(mutated, outputs) of the program on `device`."""
         fused = self._fuse_pending(values, device)
         layout = None if fused is None else fused[1]
         program = self.programs.get((device, layout))
@@ -126,23 +152,25 @@ class _Plan:
         start = time.perf_counter_ns()
         mutated, outs = program(args_d, args_k, seeds, lazy_args)
         metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
-        metrics.count("DynamoExecute")
-        if mutated:
-            self.owners = self._write_inputs(args, mutated, device)
-        results = []
-        for kind, x in self.fn.output_refs:
-            if kind == "value":
-                shape, dtype = self.out_avals[x]
-                results.append(_to_functional(wrap(Value(shape, dtype, device, data=outs[x]))))
-            elif kind == "input":
-                results.append(args[self.tensor_args[x]])
-            elif kind == "alias":
-                results.append(_to_functional(wrap(values[x])))
-            elif kind == "view":
-                results.append(_to_functional(wrap(_lazy_view(values[x[0]], x[1], device))))
-            else:
-                results.append(x)
-        return results
+        return mutated, outs
+
+    def _run_replicated(self, values, device):
+        """(mutated, outputs) of a graph holding collectives: one program over every replica
+        (`replicated`), each replica's inputs its blocks. Nothing is donated (the replicas
+        must agree on the program) and pending inputs are computed first."""
+        materialize([v for v in values if v.node is not None])
+        fn, n_mutated = self.fn, len(self.mutated)
+        seeds = tuple(rng.next_seed(device) for _ in range(fn.n_rng))
+
+        def program(donated, kept, scalars):
+            mutated, outs = fn(kept, scalars)
+            return (*mutated, *outs)
+        shapes = [self.avals[i][0] for i in self.mutated] + [shape for shape, _ in self.out_avals]
+        call = replicated.Call(self.replica_key, program, ((), tuple(v.data for v in values), seeds), shapes)
+        start = time.perf_counter_ns()
+        outs = replicated.run(device, call)
+        metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+        return tuple(outs[:n_mutated]), tuple(outs[n_mutated:])
 
     def _write_inputs(self, args, mutated, device):
         """Gives each input the graph wrote its new value (a CPU scalar the graph computes
