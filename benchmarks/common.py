@@ -146,8 +146,8 @@ def peak_step_bytes(compiled, live):
 
 
 def last_torch_xla_program():
-    from torch_xla._lazy import compiler
-    return list(compiler._cache.values())[-1].compiled
+    from torch_xla._lazy import runner
+    return runner.cached_programs()[-1].compiled
 
 
 def live_bytes_at_launch(step, sync):

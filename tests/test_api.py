@@ -31,9 +31,18 @@ def test_version_and_distribution_metadata():
 
 def test_import_makes_the_submodules_reachable():
     code = ("import torch_xla; print(torch_xla.runtime.world_size(), "
-            "torch_xla.core.xla_model.xla_device(), callable(torch_xla._XLAC._xla_get_default_device))")
+            "torch_xla.core.xla_model.xla_device(), callable(torch_xla._XLAC._xla_get_default_device), "
+            "torch_xla.experimental.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["1", "xla:0", "True"]
+    assert out.stdout.split() == ["1", "xla:0", "True", "torch_xla.experimental"]
+
+
+def test_environment_variable_names():
+    import torch_xla.core.xla_env_vars as xenv
+    names = {k: v for k, v in vars(xenv).items() if k.isupper()}
+    assert names["PJRT_DEVICE"] == "PJRT_DEVICE" and names["TPU_VISIBLE_CHIPS"] == "TPU_VISIBLE_CHIPS"
+    assert names["TPU_MESH_CTLER_ADDR"] == "TPU_MESH_CONTROLLER_ADDRESS"
+    assert all(k == v for k, v in names.items() if not k.startswith("TPU_MESH_CTLER"))
 
 
 def test_devices():

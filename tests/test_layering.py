@@ -19,7 +19,9 @@ STAGES = (
      "torch_xla._lazy.module_conversion", "torch_xla._lazy.packed_sequences",
      "torch_xla._lazy.out_arguments"),
     ("torch_xla._lazy.engine_ops", "torch_xla._lazy.collectives", "torch_xla._lazy.sharding",
-     "torch_xla._lazy.value_checks"),
+     "torch_xla._lazy.value_checks", "torch_xla._lazy.loops"),
+    ("torch_xla._lazy.traced",),
+    ("torch_xla._lazy.jax_functions",),
     ("torch_xla._lazy.dispatch",),
     ("torch_xla._lazy.meta", "torch_xla._lazy.fallback"),
     ("torch_xla._lazy.graph_capture.compiled", "torch_xla._lazy.graph_capture.export",
@@ -28,16 +30,16 @@ STAGES = (
     ("torch_xla._lazy.graph_capture.fx_lowering",),
     ("torch_xla._lazy.execution", "torch_xla._lazy.graph_dump"),
     ("torch_xla._lazy.spmd_program", "torch_xla._lazy.graph_cache"),
-    ("torch_xla._lazy.manual",),
+    ("torch_xla._lazy.manual", "torch_xla._lazy.subgraph"),
     ("torch_xla._lazy.compiler",),
-    ("torch_xla._lazy.debug",),
     ("torch_xla._lazy.lowering",),  # and every module under it
     ("torch_xla._lazy.tensor", "torch_xla._lazy.replicated"),
-    ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.compile_cache",
-     "torch_xla._lazy.spmd"),
+    ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.spmd", "torch_xla._lazy.op_rules"),
+    ("torch_xla._lazy.runner", "torch_xla._lazy.debug"),
     ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics", "torch_xla._lazy.caches",
      "torch_xla._lazy.frames", "torch_xla._lazy.user_code"),
     ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat"),
+    ("torch_xla._lazy.guard_build",),
 )
 ENGINE = "torch_xla._lazy"
 

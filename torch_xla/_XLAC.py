@@ -7,12 +7,14 @@ import hashlib
 import os
 
 import jax
+import torch
 
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy import manual as _manual
 from torch_xla._lazy import collectives as _coll
 from torch_xla._lazy import metrics as _metrics
+from torch_xla._lazy.lowering import linalg as _linalg, precision as _precision
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
 from torch_xla._lazy import runtime as _runtime
 from torch_xla._lazy import sharding as _sharding
@@ -256,3 +258,36 @@ def _mark_manual_sharding(t, op_sharding: OpSharding) -> None:
     if not _manual.is_manual(op_sharding.sharding):
         raise RuntimeError(f"_mark_manual_sharding takes the manual OpSharding, got {op_sharding}")
     _sharding.mark_manual(t)
+
+
+def _xla_set_mat_mul_precision(precision: str) -> None:
+    """Sets the precision of float32 products and convolutions ('default', 'high',
+    'highest') for the programs compiled from now on."""
+    _precision.set_level(precision)
+
+
+def _xla_get_mat_mul_precision() -> str:
+    return _precision.setting()
+
+
+def _xla_dot_general(lhs, rhs, dim_vectors, preferred_element_type=None):
+    """XLA's DotGeneral of `lhs` and `rhs`: `dim_vectors` is ((lhs contracting dims, rhs
+    contracting dims), (lhs batch dims, rhs batch dims)) (the batch pair may be empty); the
+    result has `preferred_element_type` or the inputs' promoted dtype. Not differentiable."""
+    contracting, batch = (list(dim_vectors) + [()])[:2]
+    batch = tuple(batch) or ((), ())
+    numbers = (tuple(tuple(int(d) for d in side) for side in contracting),
+               tuple(tuple(int(d) for d in side) for side in batch))
+    dtype = preferred_element_type or torch.promote_types(lhs.dtype, rhs.dtype)
+    out = jax.eval_shape(lambda a, b: jax.lax.dot_general(a, b, numbers),
+                         jax.ShapeDtypeStruct(tuple(lhs.shape), "float32"),
+                         jax.ShapeDtypeStruct(tuple(rhs.shape), "float32"))
+    name = str(dtype).removeprefix("torch.")
+    return _coll.apply(_linalg.DOT_GENERAL, [lhs, rhs], [(tuple(out.shape), dtype)],
+                       dimension_numbers=numbers, dtype=name)[0]
+
+
+def _set_allow_execution(allow: bool) -> None:
+    """Whether programs may run from now on: when not, any execution raises a RuntimeError
+    (for code that must only record, such as a compiled function's body)."""
+    _execution.allow_execution[0] = bool(allow)

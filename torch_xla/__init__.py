@@ -13,4 +13,8 @@ _autocast_mode.install()  # torch.autocast('xla') works from here on
 from .torch_xla import *  # noqa: F401,F403
 from . import _XLAC, runtime  # noqa: F401,E402
 from .core import xla_model  # noqa: F401,E402
+from . import experimental  # noqa: F401,E402  (reachable as an attribute, as in torch_xla)
+from .core import xla_model as xm  # noqa: F401,E402  (torch_xla.xm, as in torch_xla)
 from .distributed import xla_backend  # noqa: F401,E402  (registers the 'xla' torch.distributed backend)
+from .experimental import gru as _gru  # noqa: E402
+_gru.patch_torch_gru()  # torch.nn.GRU runs as a scan on XLA tensors, as in torch_xla

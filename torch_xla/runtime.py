@@ -57,8 +57,8 @@ def initialize_cache(path: str, readonly: bool = False) -> None:
     """Keeps compiled programs in directory `path` across processes: a later run of the same
     program loads it instead of compiling (counted as `PersistentCacheHit`). `readonly`:
     load only, never write. Call before the first computation."""
-    from torch_xla._lazy import compile_cache
-    compile_cache.initialize(path, readonly)
+    from torch_xla._lazy import runner
+    runner.initialize_persistent_cache(path, readonly)
 
 
 def is_initialized() -> bool:
@@ -137,6 +137,7 @@ def use_spmd(auto: bool = False) -> None:
         raise NotImplementedError("use_spmd(auto=True): XLA's auto-sharding pass is not available "
                                   "through jax; give shardings with mark_sharding")
     _rt.use_spmd()
+    os.environ["XLA_USE_SPMD"] = "1"  # child processes start in SPMD mode too, as in torch_xla
 
 
 def is_spmd() -> bool:

@@ -11,7 +11,7 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from torch_xla._lazy import compiler, dispatch, meta
+from torch_xla._lazy import compiler, dispatch, meta, runner
 
 STEPS, SHAPES, STEPS_PER_SHAPE, EVERY = 5000, 50, 50, 500
 
@@ -44,7 +44,7 @@ def main():
             gc.collect()
             programs, placed = live_programs()
             samples.append({
-                "rss_mb": resident_mb(), "programs": len(compiler._cache), "meta": len(meta._cache),
+                "rss_mb": resident_mb(), "programs": runner.cache_size(), "meta": len(meta._cache),
                 "routes": len(dispatch._routes), "live_arrays": len(jax.live_arrays()) - placed,
                 "live_programs": programs})
     evictions = {n: met.counter_value(n) for n in met.counter_names() if n.endswith("CacheEvictions")}

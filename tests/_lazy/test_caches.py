@@ -37,16 +37,17 @@ def test_a_bad_cache_size_raises_naming_the_variable(monkeypatch, text):
 
 
 def test_collective_programs_are_bounded_and_evictions_counted(dev, monkeypatch):
-    """A program with a collective (one replica here) is cached per (graph, mesh) in a
-    bounded cache of its own: more shapes than it holds evict the oldest, counted."""
+    """A program with a collective (one replica here) is cached per (graph, mesh) in the
+    runner's bounded cache: more shapes than it holds evict the oldest, counted."""
     import torch
     import torch_xla.core.xla_model as xm
-    from torch_xla._lazy import replicated
-    monkeypatch.setattr(replicated, "_programs", LRUCache("ReplicatedProgram", "XLA_TEST_CACHE_SIZE", 3))
+    from torch_xla._lazy import runner
+    monkeypatch.setenv("XLA_TEST_CACHE_SIZE", "3")
+    monkeypatch.setattr(runner, "_cache", LRUCache("Program", "XLA_TEST_CACHE_SIZE", 100))
     met.clear_counters()
     for n in range(1, 7):
         x = torch.full((n, 5), 2.0, device=dev)
         out = xm.all_reduce("sum", x) + 1
         assert out.cpu().tolist() == [[3.0] * 5] * n
-        assert len(replicated._programs) <= 3
-    assert met.counter_value("ReplicatedProgramCacheEvictions") == 3
+        assert runner.cache_size() <= 3
+    assert met.counter_value("ProgramCacheEvictions") == 3

@@ -8,7 +8,7 @@ import torch
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from tests.conftest import compiles
-from torch_xla._lazy import compiler, graph_cache
+from torch_xla._lazy import compiler, graph_cache, runner
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_a_donation_pattern_change_takes_the_walk(dev, walks):
 
 
 def _last_program():
-    return list(compiler._cache.values())[-1]
+    return runner.cached_programs()[-1]
 
 
 def test_bases_of_views_are_no_outputs_and_keep_their_values(dev):

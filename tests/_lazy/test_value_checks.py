@@ -1,6 +1,7 @@
 """Value checks PyTorch makes on the CPU (indices out of range, integer division by zero):
 on XLA they raise PyTorch's error at the next sync after the step's program ran (a host
 read, the next `mark_step`, `wait_device_ops`), from an output of the step's program."""
+import io
 import math
 
 import pytest
@@ -158,6 +159,45 @@ def test_a_host_read_raises_before_mark_step():
     with pytest.raises(RuntimeError, match="^ZeroDivisionError"):
         (i // (i - 5)).cpu()
     xm.mark_step()
+
+
+def _host_reads(v):
+    """Every way the host reads a value: each must raise a failed check's error first."""
+    return {"cpu": v.cpu, "item": lambda: v[0].item(), "tolist": v.tolist, "print": lambda: repr(v),
+            "host ==": lambda: bool(v == 2.0), "equal": lambda: torch.equal(v, v),
+            "_maybe_convert_to_cpu": lambda: xm._maybe_convert_to_cpu([v]),
+            "save": lambda: torch.save(v, io.BytesIO()), "to the CPU": lambda: v.to("cpu"),
+            "a later step's value": lambda: (v + 1).cpu()}
+
+
+def test_a_value_of_a_failed_check_raises_when_read_after_mark_step():
+    """mark_step launches the step and returns; a read of a value computed from the failed
+    op raises its error (never XLA's clamped value), each time; a value of the same step
+    that does not depend on it reads; the next mark_step does not raise it again."""
+    x, i = to_xla((ar(3), L(5)))
+    v = x[i]
+    s, w = v.sum() * 2, x * 2
+    xm.mark_step()
+    assert w.cpu().tolist() == [0.0, 2.0, 4.0]
+    for how, read in list(_host_reads(v).items()) + [("a result computed with it", s.item)]:
+        with pytest.raises(IndexError, match=r"^index 5 is out of bounds for dimension 0 with "
+                           r"size 3\n.* index was called at .*: v = x\[i\]") as e:
+            read()
+        assert "index 5" in str(e.value), how
+    y = torch.ones(2, device=xm.xla_device()) + 1
+    xm.mark_step()  # the error was raised to its reader: this step is not blamed for it
+    xm.mark_step()
+    assert y.cpu().tolist() == [2.0, 2.0]
+
+
+def test_a_divisor_check_guards_the_quotient():
+    a, b = to_xla((L(4, 6), L(2, 0)))
+    q, r = a // b, a + b
+    xm.mark_step()
+    assert r.cpu().tolist() == [6, 6]
+    with pytest.raises(RuntimeError, match="^ZeroDivisionError"):
+        q.cpu()
+    xm.wait_device_ops()
 
 
 def test_a_number_or_cpu_scalar_divisor_raises_at_the_op():

@@ -1,13 +1,13 @@
 """What the SPMD checks share (tests/distributed/_spmd_main.py runs them): the registry,
 and small helpers. Reference results come from the same model on the CPU (one device's)."""
 import math
-import sys
-import traceback
 
 import torch_xla
 import torch_xla._XLAC
 import torch_xla.debug.metrics as met
 import torch_xla.runtime as xr
+
+from . import _check_runner
 
 N = 8
 CHECKS = {}
@@ -40,12 +40,4 @@ def raises(error, fn, match=""):
 
 
 def main(names):
-    xr.use_spmd()
-    for name in names or CHECKS:
-        try:
-            CHECKS[name]()
-            print(f"ok {name}", flush=True)
-        except Exception:  # noqa: BLE001  (reported to the test)
-            print(f"FAIL {name}", flush=True)
-            traceback.print_exc(file=sys.stdout)
-            print(f"END {name}", flush=True)
+    _check_runner.main(CHECKS, names, setup=xr.use_spmd)

@@ -1,6 +1,5 @@
-"""SPMD checks on 8 CPU devices, run by tests/distributed/test_spmd.py in one subprocess
-(SPMD mode is for the whole process). Each check prints `ok NAME` or `FAIL NAME`, its
-traceback and `END NAME`."""
+"""SPMD checks on 8 CPU devices, run by tests/distributed/test_spmd.py in a subprocess
+(SPMD mode is for the whole process), a fresh one after a failure (`_check_runner`)."""
 import sys
 
 # imported to register their checks

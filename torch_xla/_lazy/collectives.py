@@ -14,7 +14,7 @@ tensors are the same ops over every replica, as in torch_xla (their group name i
 import torch
 
 from . import runtime, user_code
-from .dispatch import engine_op
+from .dispatch import encode_constant_call, engine_op
 from .ir import In, Node, Value
 from .lowering import REGISTRY
 from .lowering import collectives as lowerings
@@ -144,21 +144,9 @@ _C10D = {
 }
 
 
-def _static(a):
-    """An argument as a node's template holds it: lists as tuples (hashable)."""
-    return tuple(_static(x) for x in a) if isinstance(a, (list, tuple)) else a
-
-
-def _record(lowering, template, inner, avals):
-    """User-level outputs of a new node of `lowering` on the XLATensors `inner`."""
-    for t in inner:
-        if t._value.data is None and t._value.node is None:
-            raise t._value.failure()
-    devices = {t._value.device for t in inner}
-    if len(devices) != 1:
-        raise RuntimeError(f"a collective takes tensors on one XLA device, got xla:{sorted(devices)}")
-    node = Node(lowering, template, tuple(t._value for t in inner), (), tuple(avals), user_code.user_line())
-    device = devices.pop()
+def _record(lowering, template, values, device, avals):
+    """User-level outputs of a new node of `lowering` on `values` (on `device`)."""
+    node = Node(lowering, template, tuple(values), (), tuple(avals), user_code.user_line())
     return [wrap(Value(shape, dtype, device, node=node, index=i)) for i, (shape, dtype) in enumerate(avals)]
 
 
@@ -170,11 +158,10 @@ def _register(op, shapes, lowering):
     @engine_op(op)
     def record(first, *rest):
         many = isinstance(first, (list, tuple))
-        tensors = list(first) if many else [first]
         out_shapes = shapes(runtime.world_size(), first, *rest)
-        avals = [(s, t.dtype) for s, t in zip(out_shapes, tensors)]
-        held = tuple(In(i) for i in range(len(tensors))) if many else In(0)
-        outs = _record(lowering, ((held,) + _static(rest), ()), tensors, avals)
+        template, values, device = encode_constant_call(op, (first, *rest), {})
+        avals = [(s, v.dtype) for s, v in zip(out_shapes, values)]
+        outs = _record(lowering, template, values, device, avals)
         return outs if many else outs[0]
 
 
@@ -201,9 +188,15 @@ engine_op(torch.ops._c10d_functional.wait_tensor.default)(lambda t: wrap(t._valu
 def apply(op, tensors, avals, **static):
     """Records `op` (a lowering of no ATen op) on `tensors` (user tensors on one XLA device);
     returns user tensors for its outputs with the given (shape, dtype) avals."""
-    inner = [unwrap(t) for t in tensors]
-    template = (tuple(In(i) for i in range(len(inner))), tuple(sorted(static.items())))
-    outs = _record(op, template, inner, avals)
+    values = [unwrap(t)._value for t in tensors]
+    for v in values:
+        if v.data is None and v.node is None:
+            raise v.failure()
+    devices = {v.device for v in values}
+    if len(devices) != 1:
+        raise RuntimeError(f"{op.name} takes tensors on one XLA device, got xla:{sorted(devices)}")
+    template = (tuple(In(i) for i in range(len(values))), tuple(sorted(static.items())))
+    outs = _record(op, template, values, devices.pop(), avals)
     # Users hold functional tensors; C++ code below functionalization (DDP's) the inner ones.
     return [to_functional(o) for o in outs] if torch._is_functional_tensor(tensors[0]) else outs
 

@@ -2,9 +2,10 @@
 
 `walk(values)` walks the graphs behind `values` once in post order and writes the walk
 down as a structural key: each node's key and the positions of its inputs, the shapes and
-dtypes of the device buffers it reads, which of them are donated. `program_for(walk)` looks
-the program up by that key and the device it runs on; on a miss, a Python function that
-replays the lowerings is compiled with `jax.jit`, placed on that device. Dynamic scalars
+dtypes of the device buffers it reads, which of them are donated, and the products' precision
+(`lowering.precision`: a new setting compiles anew). `program_for(walk)` looks the program
+up by that key and the device it runs on (`runner.lookup`); on a miss, a Python function
+that replays the lowerings is compiled by the runner, placed on that device. Dynamic scalars
 are program parameters, passed packed: one array per Python type (float, int, bool,
 complex), each element made weakly typed again inside the program, as jax types a Python
 scalar (a launch converts each argument apart: 200 scalars cost 0.3 ms, one array 3 µs).
@@ -13,20 +14,15 @@ so a step keeps one copy of the model.
 """
 import collections
 import struct
-import time
 
 import jax
 import numpy as np
 from jax import lax
 from jax._src.lax.lax import _convert_element_type
-from jax.sharding import SingleDeviceSharding
 
-from . import debug, metrics, runtime
-from .caches import LRUCache
+from . import debug, runner, runtime
 from .ir import In, Node, node_type
-from .lowering import call_lowering
-
-_cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
+from .lowering import call_lowering, precision
 
 
 class LoweringError(Exception):
@@ -57,20 +53,21 @@ def _scalar_groups(types):
                  for kind, dtype in _SCALAR_DTYPES.items() if kind in types)
 
 
-class Program:
+class Program(runner.Executable):
     """A compiled program and the plan it replays (no references to live values).
     `compiled` takes (donated buffers, kept buffers, packed scalars: `pack`)."""
-    __slots__ = ("compiled", "plan", "roots", "n_donated", "n_scalars", "scalar_groups",
-                 "scalar_layout", "cache_key", "replay", "placed", "__weakref__")
+    __slots__ = ("plan", "roots", "n_donated", "n_scalars", "scalar_groups",
+                 "scalar_layout", "replay", "placed", "precision")
 
-    def __init__(self, plan, roots, n_donated, scalar_types):
+    def __init__(self, plan, roots, n_donated, scalar_types, precision=None):
+        super().__init__()
+        self.precision = precision  # the products' precision it is compiled under
         self.plan = plan
         self.roots = roots
         self.n_donated = n_donated
         self.n_scalars = len(scalar_types)
         self.scalar_groups = _scalar_groups(scalar_types)
         self.scalar_layout = _scalar_layout(scalar_types)
-        self.compiled = self.cache_key = None
         self.replay = None  # graph_cache.Replay, once the program ran from a walk
         self.placed = None  # (the scalars' bytes, their packed arrays on the device): `pack_on`
 
@@ -314,11 +311,11 @@ def walk(values, held=None):
         plan.append((node.op, node.template, refs, s0, len(scalars), node.avals))
         key_nodes.append((node.key, refs))
     root_refs = tuple(ref(v) for v in roots)
-    key = (tuple(key_nodes), root_refs, len(donated),
+    key = (precision.setting(), tuple(key_nodes), root_refs, len(donated),
            tuple((v.shape, v.dtype) for v in donated), tuple((v.shape, v.dtype) for v in kept),
            tuple(type(s) for s in scalars))
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
-    program = Program(tuple(plan), root_refs, len(donated), key[-1])
+    program = Program(tuple(plan), root_refs, len(donated), key[-1], key[0])
     w = Walk(order, roots, key, program, args, derived)
     w.pending, w.leaves = pending, donated + kept
     w.free = tuple(held is not None and id(v.data) not in held for v in w.leaves)
@@ -334,57 +331,23 @@ def dependent_roots(w: Walk, position):
     return [v for v, (p, _) in zip(w.roots, w.program.roots) if p in bad]
 
 
-class _Key:
-    """A program's cache key, hashed once (a step's key holds every node of its graph)."""
-    __slots__ = ("key", "hash")
-
-    def __init__(self, key):
-        self.key, self.hash = key, hash(key)
-
-    def __hash__(self):
-        return self.hash
-
-    def __eq__(self, other):
-        return self is other or (type(other) is _Key and other.hash == self.hash and other.key == self.key)
-
-
-# XLA options of our programs, per platform. On the CPU, XLA splits each kernel's LLVM
-# module into parts compiled in parallel (32 by default); a step's kernels are small
-# modules, so the splitting costs more than it gains: in one part the MLP step's program
-# compiles in 5-10% less CPU time (the CNN's 3% less), and runs as fast.
-_COMPILER_OPTIONS = {"cpu": {"xla_cpu_parallel_codegen_split_count": 1}}
-
-
 def cached(program: Program) -> bool:
-    """Whether `program` is still in the cache (marked used if so)."""
-    return _cache.get(program.cache_key) is program
+    """Whether `program` is still in the runner's cache (marked used if so) and was compiled
+    under the products' precision of now (its walk key's first part)."""
+    return runner.is_cached(program) and program.precision == precision.setting()
 
 
 def program_for(w: Walk) -> Program:
-    """The compiled program of walk `w`, cached per (graph, device). A walk made from a
-    cached program's plan (`graph_cache`) comes with its program."""
+    """The compiled program of walk `w`, cached by the runner per (graph, device). A walk
+    made from a cached program's plan (`graph_cache`) comes with its program."""
     if w.program.compiled is not None:
-        metrics.count("CachedCompile")
-        return w.program
-    key = _Key((w.key, w.device))
-    program = _cache.get(key)
+        return runner.reused(w.program)
+    placement = runner.on_device(w.device)
+    key = (w.key, w.device)
+    program = runner.lookup(key, placement)
     if program is not None:
-        metrics.count("CachedCompile")
         return program
     program = w.program
-    program.cache_key = key
-    metrics.count("UncachedCompile")
-    start = time.perf_counter_ns()
-    device = runtime.jax_device(w.device)
-    jitted = jax.jit(program.run_packed, donate_argnums=(0,) if program.n_donated else (),
-                     out_shardings=SingleDeviceSharding(device))
-    program.compiled = jitted.lower(*w.call_args).compile(_COMPILER_OPTIONS.get(device.platform))
-    metrics.sample("CompileTime", time.perf_counter_ns() - start)
-    if debug.enabled():
-        debug.explain_compile(w.order, w.roots)
-    _cache.put(key, program)
-    return program
-
-
-def cache_size() -> int:
-    return len(_cache)
+    return runner.compile(program.run_packed, w.call_args, placement, key=key,
+                          donate=program.n_donated > 0, executable=program,
+                          explain=lambda: debug.explain_compile(w.order, w.roots))

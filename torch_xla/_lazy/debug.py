@@ -13,7 +13,6 @@ import os
 import sys
 
 from . import user_code
-from .ir import format_aval, format_avals
 
 _HISTORY = 32       # programs remembered for comparison
 _SHOWN = 4          # differences listed per kind
@@ -30,6 +29,15 @@ _TRIGGERS = (
     ("mark_step", "the step ended (mark_step, optimizer_step(barrier=True), torch_xla.sync)"),
     ("to_cpu", "a tensor was copied to the CPU (.cpu(), .tolist(), print, saving)"),
 )
+
+
+def format_aval(shape, dtype) -> str:
+    """A value's dtype and shape as the engine writes them everywhere: `float32[2, 3]`."""
+    return f"{str(dtype).removeprefix('torch.')}{list(shape)}"
+
+
+def format_avals(avals) -> str:
+    return ", ".join(format_aval(s, d) for s, d in avals)
 
 
 class Signature:

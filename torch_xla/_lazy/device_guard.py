@@ -10,7 +10,8 @@ and bring the sparse refusal below):
   and source (`pip install --no-build-isolation .` or `python setup.py build_ext --inplace`
   in an environment with torch and a C++ compiler). No compiler at import.
 - compiled now: device_hooks.cpp compiled by torch.utils.cpp_extension where a C++ compiler
-  and ninja are found (seconds, once; cached in TORCH_EXTENSIONS_DIR).
+  and ninja are found (seconds, once; cached in TORCH_EXTENSIONS_DIR; `guard_build` makes sure
+  an interrupted build blocks no later import and a half-written library is never loaded).
 - python: PyTorch's own Python-backed guard (`torch._C._acc.DeviceGuard`, made for PrivateUse1
   backends), registered for PrivateUse1 and moved into XLA's slot. No compiler at all; its
   current device is always index 0 and it counts one device, so only xla:0 can run backward.
@@ -28,8 +29,11 @@ import glob
 import hashlib
 import os
 import shutil
+import warnings
 
 import torch
+
+from . import guard_build
 
 _SOURCE = os.path.join(os.path.dirname(__file__), "device_hooks.cpp")
 _REGISTRY_SYMBOL = "_ZN3c104impl26device_guard_impl_registryE"
@@ -103,9 +107,13 @@ def _compile_now() -> bool:
     if not shutil.which(_compiler()) or not cpp_extension.is_ninja_available():
         _failures.append(f"no C++ compiler ({_compiler()}) and ninja to compile it now")
         return False
-    name = "torch_xla_jax_" + library_stem()
     try:
-        cpp_extension.load(name=name, sources=[_SOURCE], is_python_module=False, verbose=False)
+        guard_build.load_or_build("torch_xla_jax_" + library_stem(), _SOURCE, library_stem(),
+                                  torch.ops.load_library)
+    except guard_build.BuildBusy as e:
+        _failures.append(f"compiling device_hooks.cpp: {e}")
+        warnings.warn(f"torch_xla: the compiled device guard was not taken: {e}")
+        return False
     except Exception as e:  # a compiler that cannot build it: the next route, and say why
         _failures.append(f"compiling device_hooks.cpp failed: {str(e).splitlines()[0]}")
         return False

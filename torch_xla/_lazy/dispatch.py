@@ -18,7 +18,7 @@ from . import metrics, rng, runtime
 from .caches import GenerationCache
 from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
-from .ir import In, Node, Sc, Value, fill_template, node_type, value_signature
+from .ir import NUMBER_TYPES, ArgumentEncoder, Node, Value, fill_template, node_type, value_signature
 from .lowering import load_all, lookup, scalar_arguments
 from .meta import cpu_error, meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
@@ -26,43 +26,40 @@ from .tensor import XLATensor, set_dispatch_entry, wrap
 aten = torch.ops.aten
 load_all()
 
-_NUMBER = (int, float, bool, complex)
-
-
 def _encode_call(func, args, kwargs, dynamic):
-    """The node's argument template (tensors -> `In`, dynamic numbers -> `Sc`), its inputs,
-    its scalars, its device, and a hashable signature of the call for the meta cache."""
-    flags, names = scalar_arguments(func)
+    """The node's argument template (`ir.ArgumentEncoder`: tensors -> `In`, dynamic numbers
+    -> `Sc`), its inputs, its scalars, its device, and a hashable signature of the call for
+    the meta cache."""
+    flags, names = scalar_arguments(func) if dynamic else ((), frozenset())
     e = _Encoding()
-    n = len(flags)
-    targs = tuple([e.encode(a, dynamic and i < n and flags[i]) for i, a in enumerate(args)])
-    tkwargs = ()
-    if kwargs:
-        tkwargs = []
-        for k, v in kwargs.items():
-            e.sig.append(k)  # PyTorch drops keyword arguments equal to their defaults: name them
-            tkwargs.append((k, e.encode(v, dynamic and k in names)))
-        tkwargs = tuple(tkwargs)
+    template = e.encode_call(args, kwargs, flags, names)
     device = e.device
     if device is None:
         device = _factory_device(kwargs)
     inputs = e.inputs
     if any(type(x) is _CpuScalar for x in inputs):
         inputs = [from_cpu(x.t, device) if type(x) is _CpuScalar else x for x in inputs]
-    return (targs, tkwargs), tuple(inputs), tuple(e.scalars), device, tuple(e.sig)
+    return template, tuple(inputs), tuple(e.scalars), device, tuple(e.sig)
 
 
-class _Encoding:
-    """One call's arguments as they are encoded. (An object, not closures: a closure that
-    calls itself is a reference cycle, which would keep the inputs' buffers alive until the
-    garbage collector runs.)"""
-    __slots__ = ("inputs", "scalars", "sig", "device")
+def encode_constant_call(func, args, kwargs):
+    """(template, inputs, device) of a call encoded as the lazy path encodes it, every number
+    a constant: for engine ops that record a node of their own."""
+    template, inputs, _, device, _ = _encode_call(func, args, kwargs, dynamic=False)
+    return template, inputs, device
+
+
+class _Encoding(ArgumentEncoder):
+    """One call's arguments as the lazy path encodes them: XLA tensors (all on one device)
+    and 0-d CPU tensors are the inputs; what it sees is written down as the call's
+    signature for the meta cache (`sig`)."""
+    __slots__ = ("sig", "device")
 
     def __init__(self):
-        self.inputs, self.scalars, self.sig, self.device = [], [], [], None
+        super().__init__()
+        self.sig, self.device = [], None
 
-    def encode(self, obj, dyn):
-        t = type(obj)
+    def input(self, obj, t):
         if t is XLATensor:
             v = obj._value
             if v.data is None and v.node is None:
@@ -75,30 +72,30 @@ class _Encoding:
                     f"devices, xla:{self.device} and xla:{v.device}!")
             self.inputs.append(v)
             self.sig.append((v.shape, v.dtype))
-            return In(len(self.inputs) - 1)
-        if dyn and t in _NUMBER:
-            self.scalars.append(obj)
-            self.sig.append(t)
-            return Sc(len(self.scalars) - 1, t)
-        if t is list or t is tuple:
-            return tuple([self.encode(o, dyn) for o in obj])
+            return len(self.inputs) - 1
         if isinstance(obj, torch.Tensor):
-            return self.cpu_tensor(obj)
-        if t is torch.SymInt:
-            obj = int(obj)
-        # 3 and 3.0 (and True and 1) are equal keys but give other dtypes: typed in the key
-        self.sig.append((t, obj) if t in _NUMBER else obj)
-        return obj
+            if obj.device.type == "cpu" and obj.dim() == 0:
+                # PyTorch lets a CPU scalar tensor meet a tensor on any device.
+                self.inputs.append(_CpuScalar(obj))
+                self.sig.append((obj.shape, obj.dtype, "cpu"))
+                return len(self.inputs) - 1
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"xla:{self.device if self.device is not None else 0} and {obj.device}!")
+        return None
 
-    def cpu_tensor(self, t):
-        if t.device.type == "cpu" and t.dim() == 0:
-            # PyTorch lets a CPU scalar tensor meet a tensor on any device.
-            self.inputs.append(_CpuScalar(t))
-            self.sig.append((t.shape, t.dtype, "cpu"))
-            return In(len(self.inputs) - 1)
-        raise RuntimeError(
-            "Expected all tensors to be on the same device, but found at least two devices, "
-            f"xla:{self.device if self.device is not None else 0} and {t.device}!")
+    def scalar(self, t):
+        self.sig.append(t)
+
+    def keyword(self, name):
+        self.sig.append(name)  # PyTorch drops keyword arguments equal to their defaults: name them
+
+    def constant(self, obj, t, dynamic):
+        if t is torch.SymInt:
+            obj, t = int(obj), int
+        # 3 and 3.0 (and True and 1) are equal keys but give other dtypes: typed in the key
+        self.sig.append((t, obj) if t in NUMBER_TYPES else obj)
+        return obj
 
 
 class _CpuScalar:
@@ -198,8 +195,10 @@ class _Uncached(Exception):
 
 
 def _arg_key(a, dyn, inputs, scalars):
-    """The plan key of argument `a` (`dyn`: a number there is a program parameter); its
-    tensors and parameters appended to `inputs` and `scalars` in `_encode_call`'s order."""
+    """The plan key of argument `a` (`dyn`: a number there is a program parameter): what of
+    it `_encode_call`'s template depends on. Its tensors and parameters are appended to
+    `inputs` and `scalars` as the encoder appends them (`ir.ArgumentEncoder.encode`: in
+    order, items of lists and tuples in place), so a cached plan's template fits them."""
     t = type(a)
     if t is XLATensor:
         v = a._value

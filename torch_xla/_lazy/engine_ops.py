@@ -9,6 +9,7 @@ from . import user_code, value_checks
 from .dispatch import dispatch, engine_op, trace
 from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
+from .op_rules import ALIASES, BATCH_NORMS, is_eval_batch_norm
 from .sharding import propagate
 from .tensor import XLATensor, dispatch_depth, to_functional, wrap
 
@@ -70,8 +71,7 @@ def _local_scalar_dense(x):
     return to_cpu(x._value).item()
 
 
-@engine_op(aten.detach.default, aten.alias.default, aten.detach_copy.default,
-           aten.alias_copy.default, aten.lift_fresh_copy.default, aten.clone.default)
+@engine_op(*(ALIASES - {aten.lift_fresh.default}))  # lift_fresh: below
 def _alias(x, *args, **kwargs):
     return wrap(x._value)
 
@@ -113,7 +113,7 @@ def _linalg_check_errors(info, api_name, is_matrix):
             aten._linalg_check_errors(torch.from_numpy(cpu_info), api_name, is_matrix=is_matrix)
         except RuntimeError as e:
             raise value_checks.deferred_error(e, api_name, origin) from None
-    defer_check(info._value, check)
+    defer_check(info._value, check, (info._value,))
 
 
 _checked = set()  # (op, shape, dtype, static arguments) whose argument checks passed
@@ -188,7 +188,7 @@ def _check_mask_shape(x, mask, dim):
 def _index(func, x, indices):
     indices = _indices(x, indices, False)
     out = trace(func, REGISTRY[func], (x, indices), {})
-    value_checks.check_index(func, x, indices)
+    value_checks.check_index(func, x, indices, out)
     return out
 
 
@@ -199,7 +199,7 @@ def _index_put(func, x, indices, values, accumulate=False):
         i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
     indices = _indices(x, indices, lone_mask)
     out = trace(func, REGISTRY[func], (x, indices, values, accumulate), {})
-    value_checks.check_index(func, x, indices)
+    value_checks.check_index(func, x, indices, out)
     return out
 
 
@@ -217,37 +217,20 @@ def _resize(x, size, memory_format=None):
     raise NotImplementedError(f"resize_ of an XLA tensor from {list(x.shape)} to {list(size)}")
 
 
-def _traced(func, args):
-    return trace(func, REGISTRY[func], args, {})
-
-
-@engine_op(aten.native_batch_norm.default)
-def _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
-    """native_batch_norm updates the running statistics in place in training, though its
-    schema does not say so (functionalization lets it through): the functional form runs,
-    then the new statistics are written back."""
-    args = (x, weight, bias, running_mean, running_var, training, momentum, eps)
-    if not training:
-        return _eval_batch_norm(aten.native_batch_norm.default, *args)
-    if running_mean is None or running_var is None:
-        return _traced(aten.native_batch_norm.default, args)
+@engine_op(*BATCH_NORMS, with_op=True)
+def _batch_norm(func, *args, **kwargs):
+    """Batch norm in evaluation (`op_rules.is_eval_batch_norm`): empty saved statistics, in
+    the statistics' dtypes. native_batch_norm updates the running statistics in place in
+    training, though its schema does not say so (functionalization lets it through): the
+    functional form runs, then the new statistics are written back."""
+    if is_eval_batch_norm(func, args, kwargs):
+        out = trace(func, REGISTRY[func], args, kwargs)
+        empty = [dispatch(aten.new_zeros.default, (stat, [0]), {}) for stat in out[1:3]]
+        return (out[0], *empty) + tuple(out[3:])
+    running_mean, running_var = args[3], args[4]
+    if func is not aten.native_batch_norm.default or running_mean is None or running_var is None:
+        return trace(func, REGISTRY[func], args, kwargs)
     out, mean, invstd, new_mean, new_var = dispatch(
-        aten._native_batch_norm_legit_functional.default, args, {})
+        aten._native_batch_norm_legit_functional.default, args, kwargs)
     running_mean._value, running_var._value = new_mean._value, new_var._value
     return out, mean, invstd
-
-
-@engine_op(aten._native_batch_norm_legit_no_training.default, aten._batch_norm_no_update.default,
-           with_op=True)
-def _eval_batch_norm(func, *args):
-    """Batch norm in evaluation: PyTorch's CPU kernels return empty saved statistics (its meta
-    kernels say (C,)), and so do these, in the statistics' dtypes."""
-    out = _traced(func, args)
-    empty = [dispatch(aten.new_zeros.default, (stat, [0]), {}) for stat in out[1:3]]
-    return (out[0], *empty) + tuple(out[3:])
-
-
-@engine_op(aten._native_batch_norm_legit_functional.default, with_op=True)
-def _functional_batch_norm(func, *args):
-    training = args[5]
-    return _traced(func, args) if training else _eval_batch_norm(func, *args)

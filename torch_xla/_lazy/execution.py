@@ -13,6 +13,9 @@ Checks of computed values (a factorization's `info`, an index's range) are defer
 at the next sync after it: a host read (`to_cpu`, `materialize`) reads them at once, a
 `mark_step` leaves them to the next `mark_step` (which reads them once it has launched its
 own program) or `wait_device_ops`, as CUDA reports a device-side error at a later call.
+A value computed from a checked op holds its check (`ir`'s `checks`): a host read of it
+reads the check first and raises its error (`raise_failed_checks`), never handing out the
+value XLA computed past it.
 
 Programs run asynchronously: `mark_step` returns once the program is launched (each root
 holds a buffer jax is still computing), so tracing the next step overlaps it; only a read
@@ -28,7 +31,7 @@ import time
 import jax
 import torch
 
-from . import compiler, graph_cache, manual, metrics, replicated, runtime, spmd_program, user_code
+from . import compiler, debug, graph_cache, manual, metrics, replicated, runner, runtime, spmd_program, user_code
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -46,6 +49,7 @@ def to_cpu(value: Value) -> torch.Tensor:
     materialize([value])
     if value.data is None:
         raise value.failure()
+    raise_failed_checks((value,))
     return _read(value)
 
 
@@ -63,33 +67,74 @@ def _transfer(value: Value):
     return out
 
 
-_checks = []  # [(value, check)] deferred until a program computes the value
-_launched = []  # [(value, check)] whose program was launched by a mark_step, not yet read
+class DeferredCheck:
+    """A check of a value a program computes (`defer_check`): the value (its flag) and the
+    function reading it, then its outcome, read once: `passed`, or `error` (PyTorch's
+    exception) and whether it was `raised` to a caller. Values computed from the op it
+    checks hold it in their `checks` (`ir`)."""
+    __slots__ = ("value", "check", "device", "passed", "error", "raised")
+
+    def __init__(self, value, check):
+        self.value, self.check, self.device = value, check, value.device
+        self.passed, self.error, self.raised = False, None, False
+
+    def read(self):
+        """Reads the flag once (its program ran); the error the check found, or None."""
+        if self.check is not None and self.value.data is not None:
+            try:
+                self.check(_transfer(self.value))
+                self.passed = True
+            except Exception as e:  # noqa: BLE001  (kept, raised by the callers)
+                self.error = e
+            self.value = self.check = None  # (the check's closure holds the checked values)
+        return self.error
+
+
+_checks = []  # [DeferredCheck] deferred until a program computes the value
+_launched = []  # [DeferredCheck] whose program was launched by a mark_step, not yet read
 _checks_lock = threading.Lock()  # DataParallel's threads defer and take checks
 
 
-def defer_check(value: Value, check) -> None:
+def defer_check(value: Value, check, guarded=()) -> None:
     """Calls `check(host_copy)` (which raises on a bad value; the copy a numpy array, read
     from the device at a sync: no torch tensor made) once a program has computed `value`:
-    the value becomes an output of the next program run on its device."""
+    the value becomes an output of the next program run on its device. `guarded`: the
+    pending values of the checked op; a host read of a value computed from them raises the
+    check's error (`raise_failed_checks`)."""
+    deferred = DeferredCheck(value, check)
     with _checks_lock:
-        _checks.append((value, check))
+        _checks.append(deferred)
+    for v in guarded:
+        if v.node is not None:
+            v.node.checks = v.node.checks | {deferred}
+
+
+def deferred_check_count() -> int:
+    """How many checks are deferred (a mark for `drop_deferred_checks`)."""
+    return len(_checks)
+
+
+def drop_deferred_checks(mark) -> None:
+    """Drops the checks deferred since `deferred_check_count()` gave `mark` (those of a
+    traced function's ops: no host reads values between its runs, `_lazy/traced`)."""
+    with _checks_lock:
+        del _checks[mark:]
 
 
 def has_deferred_checks(device) -> bool:
     """Whether values on `device` wait for a program to check them (`defer_check`)."""
-    return any(v.device == device for v, _ in _checks)
+    return any(c.device == device for c in _checks)
 
 
 def _take(checks, devices=None):
     """The checks in `checks` (`_checks` or `_launched`) of values on `devices` (None: every
-    device), taken off that list."""
+    device), taken off that list; those a read of a value already read are left out."""
     if not checks:
         return []
     with _checks_lock:
-        taken = [c for c in checks if devices is None or c[0].device in devices]
-        checks[:] = [c for c in checks if not (devices is None or c[0].device in devices)]
-    return taken
+        taken = [c for c in checks if devices is None or c.device in devices]
+        checks[:] = [c for c in checks if not (devices is None or c.device in devices)]
+    return [c for c in taken if c.check is not None]
 
 
 def _run_all(values, checks, held=None, read=True) -> None:
@@ -97,12 +142,12 @@ def _run_all(values, checks, held=None, read=True) -> None:
     the checks (`read`) or leaves them to the next sync (`_launched`); checks whose values
     are still pending stay deferred."""
     try:
-        for vs in _pending_by_device(values + [v for v, _ in checks]).values():
+        for vs in _pending_by_device(values + [c.value for c in checks]).values():
             _run(vs, held)
     finally:
         with _checks_lock:
-            _checks.extend(c for c in checks if c[0].node is not None)
-    computed = [c for c in checks if c[0].data is not None]
+            _checks.extend(c for c in checks if c.value.node is not None)
+    computed = [c for c in checks if c.value.data is not None]
     if read:
         _read_checks(computed)
     else:
@@ -111,15 +156,26 @@ def _run_all(values, checks, held=None, read=True) -> None:
 
 
 def _read_checks(checks) -> None:
-    """Runs `checks` on their computed values; the first failing one raises once all ran."""
+    """Reads `checks` on their computed values; the first failing one not yet raised (by a
+    read of a value it checked) raises once all were read."""
     failed = None
-    for value, check in checks:
-        try:
-            check(_transfer(value))
-        except Exception as e:  # noqa: BLE001  (the first one is raised below)
-            failed = failed or e
+    for c in checks:
+        if c.read() is not None and not c.raised and failed is None:
+            failed = c
     if failed is not None:
-        raise failed
+        failed.raised = True
+        raise failed.error
+
+
+def raise_failed_checks(values) -> None:
+    """Before the host reads computed `values`: raises the error of a failed check of an op
+    they were computed from (reading the check if its step's program was only launched),
+    each time such a value is read; that error is not raised again at the next sync."""
+    for v in values:
+        for c in v.checks:
+            if not c.passed and c.read() is not None:
+                c.raised = True
+                raise c.error
 
 
 @atexit.register
@@ -171,10 +227,18 @@ class ExecutionError(RuntimeError):
     """A step's program failed; the message names the op and its place in the graph."""
 
 
+# Whether programs may run (`_XLAC._set_allow_execution`): a caller that must not cause an
+# execution (a compiled function's body) turns it off, and any program run then raises.
+allow_execution = [True]
+
+
 def _run(values, held=None) -> None:
     """Materialises the pending `values` (all on one device) in one program. If it fails,
     the values computed from what failed raise the error when used; the others stay
     pending, intact."""
+    if not allow_execution[0]:
+        raise RuntimeError("Unexpected execution happens inside the compiled function, exiting "
+                           "(executions are disallowed: _XLAC._set_allow_execution(False))")
     w = graph_cache.lookup(values, held) or compiler.walk(values, held)
     if w is None:
         return
@@ -205,13 +269,12 @@ def _execute(w):
     if runtime.is_spmd():
         return spmd_program.run(w)
     if w.collective:
-        call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
+        call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
+                               explain=lambda: debug.explain_compile(w.order, w.roots))
         return replicated.run(w.device, call)
     program = compiler.program_for(w)
     donated, kept, scalars = w.args
-    start = time.perf_counter_ns()
-    outputs = program.compiled(donated, kept, program.pack_on(scalars, w.device))
-    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    outputs = runner.execute(program, donated, kept, program.pack_on(scalars, w.device))
     graph_cache.remember(w, program)
     return outputs
 

@@ -123,7 +123,7 @@ class Replay:
         scalars = tuple([s for p in self.scalar_nodes for s in nodes[p].scalars])
         n = program.n_donated
         args = (tuple([v.data for v in leaves[:n]]), tuple([v.data for v in leaves[n:]]), scalars)
-        return compiler.Walk(nodes, roots, program.cache_key, program, args, tuple(derived),
+        return compiler.Walk(nodes, roots, program.key, program, args, tuple(derived),
                              collective=False)
 
 

@@ -3,13 +3,13 @@ or bytecode) or HLO text of the program that would run, and the graph as Graphvi
 
 All three use the compiler's own walk (`compiler.walk`), so what they show is exactly what
 `mark_step` would compile for these tensors: the same nodes in the same order, and for
-the program text, jax's lowering of the same function the compiler jits.
+the program text, jax's lowering of the same function the runner compiles.
 """
-import jax
 import torch
 
-from . import compiler, runtime, spmd_program
-from .ir import fill_template, format_avals
+from . import compiler, runner, runtime, spmd_program
+from .debug import format_avals
+from .ir import fill_template
 from .tensor import XLATensor, live_values, unwrap
 
 
@@ -81,7 +81,7 @@ def lowered(tensors):
         return None
     if runtime.is_spmd():
         return spmd_program.lowered(w)
-    return jax.jit(w.program.run_packed).lower(*w.call_args)
+    return runner.lower(w.program.run_packed, w.call_args)
 
 
 def program_text(tensors, dialect: str = "stablehlo") -> str:
@@ -97,7 +97,7 @@ def program_bytecode(tensors) -> bytes:
     w = _walk(tensors)
     if w is None:
         return b""
-    exported = jax.export.export(jax.jit(w.program.run_packed))(*w.call_args)
+    exported = runner.export(w.program.run_packed, w.call_args)
     return bytes(exported.mlir_module_serialized)
 
 

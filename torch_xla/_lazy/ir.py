@@ -11,8 +11,16 @@ values, so graphs that differ only in data or scalars share one compiled program
 Each node also gets, as it is made, `type` (its key interned: equal keys, one number) and
 `hash`, from its type and its inputs' hashes (as torch's lazy tensor core hashes nodes), so
 a step's graph is looked up by its roots' hashes without walking it (`compiler`).
+
+Nodes and values carry `checks`: the deferred value checks (`execution.defer_check`) of the
+ops they were computed from, so that a host read of a value made from an out-of-range
+index raises the check's error instead of returning XLA's clamped result. A node has its
+inputs' checks (and, for a checked op, its own); a computed value keeps those not yet
+passed.
 """
 import itertools
+
+from .debug import format_avals
 
 
 class In:
@@ -57,6 +65,7 @@ class Sc:
         return f"${self.i}:{self.type.__name__}"
 
 
+NO_CHECKS = frozenset()
 _types = {}                 # node key -> its number
 _numbers = itertools.count()
 _signatures = {}            # (shape, dtype, device) -> its number: a value's `key`
@@ -86,7 +95,8 @@ def value_signature(shape, dtype, device) -> int:
 
 
 class Node:
-    __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin", "type", "hash")
+    __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin", "type", "hash",
+                 "checks")
 
     def __init__(self, op, template, inputs, scalars, avals, origin=None, key=None,
                  type_number=None):
@@ -100,10 +110,19 @@ class Node:
         # once for many nodes
         self.key = key = Node.key_of(op, template, avals) if key is None else key
         self.type = h = node_type(key) if type_number is None else type_number
+        checks = NO_CHECKS
         for v in inputs:
             node = v.node
-            h = hash((h, node.hash, v.index)) if node is not None else hash((h, v.key))
+            if node is not None:
+                h = hash((h, node.hash, v.index))
+                c = node.checks
+            else:
+                h = hash((h, v.key))
+                c = v.checks
+            if c and c is not checks:
+                checks = c if not checks or checks <= c else checks if c <= checks else checks | c
         self.hash = h
+        self.checks = checks
 
     @staticmethod
     def key_of(op, template, avals):
@@ -114,7 +133,7 @@ class Value:
     """`error` is set only on a value whose program failed (then it has neither a node nor
     data): using it raises `failure()`."""
     __slots__ = ("node", "index", "data", "shape", "dtype", "device", "key", "error", "sharding",
-                 "__weakref__")
+                 "checks", "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None, key=None):
         self.node = node
@@ -126,6 +145,7 @@ class Value:
         # `value_signature`, what a call's plan key records of it (None: failed)
         self.key = value_signature(shape, dtype, device) if key is None else key
         self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
+        self.checks = NO_CHECKS  # once computed: the checks of its ops not yet passed
 
     @property
     def pending(self) -> bool:
@@ -133,6 +153,9 @@ class Value:
 
     def set_data(self, data) -> None:
         self.data = data
+        checks = self.node.checks
+        if checks:
+            self.checks = frozenset(c for c in checks if not c.passed)
         self.node = None  # drop the graph: the value is now a buffer
 
     def fail(self, error) -> None:
@@ -148,8 +171,69 @@ class Value:
         return error
 
 
+NUMBER_TYPES = (int, float, bool, complex)
+
+
+class ArgumentEncoder:
+    """The one encoding of an op's arguments into a node's template, shared by the lazy path
+    (`dispatch`: XLA tensors are inputs) and the FX path (`graph_capture.fx_lowering`: graph
+    nodes are): each input becomes `In(i)`, each number at a position where the op takes a
+    Scalar (`dynamic`) `Sc(i, type)` (a program parameter), lists and tuples tuples of their
+    items, anything else a constant. `fill_template` decodes a template.
+
+    A path says what its inputs are (`input`: the input's index, or None) and may record
+    more of what it sees (`scalar`, `keyword`, `constant`). An object, not closures: a
+    closure that calls itself is a reference cycle, which would keep the inputs' buffers
+    alive until the garbage collector runs."""
+    __slots__ = ("inputs", "scalars")
+
+    def __init__(self):
+        self.inputs, self.scalars = [], []
+
+    def input(self, obj, t):
+        """The index of `obj` (of type `t`) among the inputs if it is one (appended), else None."""
+        raise NotImplementedError
+
+    def scalar(self, t) -> None:
+        """A number of type `t` became a program parameter."""
+
+    def keyword(self, name) -> None:
+        """Keyword argument `name` is encoded next."""
+
+    def constant(self, obj, t, dynamic):
+        """What `obj` (of type `t`; no input, parameter, list or tuple) is in the template."""
+        return obj
+
+    def encode(self, obj, dynamic):
+        t = type(obj)
+        i = self.input(obj, t)
+        if i is not None:
+            return In(i)
+        if dynamic and t in NUMBER_TYPES:
+            self.scalars.append(obj)
+            self.scalar(t)
+            return Sc(len(self.scalars) - 1, t)
+        if t is list or t is tuple:
+            return tuple([self.encode(o, dynamic) for o in obj])
+        return self.constant(obj, t, dynamic)
+
+    def encode_call(self, args, kwargs, flags, names):
+        """The template (args, kwargs) of a call: `flags[i]` says whether a number at position
+        `i` is a program parameter, `names` which keywords take one."""
+        n = len(flags)
+        targs = tuple([self.encode(a, i < n and flags[i]) for i, a in enumerate(args)])
+        if not kwargs:
+            return targs, ()
+        tkwargs = []
+        for k, v in kwargs.items():
+            self.keyword(k)
+            tkwargs.append((k, self.encode(v, k in names)))
+        return targs, tuple(tkwargs)
+
+
 def fill_template(obj, inputs, scalars):
-    """Rebuilds an argument structure, replacing placeholders with `inputs`/`scalars`."""
+    """Rebuilds an argument structure, replacing placeholders with `inputs`/`scalars`: the
+    decoder of `ArgumentEncoder`'s templates."""
     t = type(obj)
     if t is In:
         return inputs[obj.i]
@@ -160,15 +244,6 @@ def fill_template(obj, inputs, scalars):
     if t is list:
         return [fill_template(o, inputs, scalars) for o in obj]
     return obj
-
-
-def format_aval(shape, dtype) -> str:
-    """A value's dtype and shape as the engine writes them everywhere: `float32[2, 3]`."""
-    return f"{str(dtype).removeprefix('torch.')}{list(shape)}"
-
-
-def format_avals(avals) -> str:
-    return ", ".join(format_aval(s, d) for s, d in avals)
 
 
 def format_node(node: Node) -> str:

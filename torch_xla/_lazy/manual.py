@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from . import compiler, spmd, user_code
+from . import compiler, spmd, subgraph, user_code
 from .ir import In, Node, Sc, Value
 from .lowering import Lowering
 
@@ -154,10 +154,9 @@ def _run_region(region, *args):
     arrays, scalars = args[:region.n_inputs], args[region.n_inputs:]
     arrays = [jnp.pad(a, pad) if any(p for _, p in pad) else a
               for a, pad in zip(arrays, region.pads)]
-    program = compiler.Program(region.plan, (region.root,), 0, ())  # run_traced: scalars as given
-
     def per_shard(*xs):
-        return program.run_traced((), xs[:region.n_inputs], xs[region.n_inputs:])[0]
+        return subgraph.run(region.plan, (region.root,), xs[:region.n_inputs],
+                            xs[region.n_inputs:])[0]
 
     in_specs = region.in_specs + (PartitionSpec(),) * len(scalars)
     out = jax.shard_map(per_shard, mesh=region.mesh, in_specs=in_specs,
@@ -178,24 +177,6 @@ def _check_full_shape(shard, full_shape, s):
                 f"disable_manual_sharding: dim {dim} of full shape {list(full_shape)} split "
                 f"{k} ways gives shards of size {-(-n // k)}, but the tensor's shards have "
                 f"size {m} (its shard shape is {list(shard)})")
-
-
-def _region_nodes(v, in_region):
-    """The nodes of the region that ends at `v` in topological order, less its entries
-    (their outputs, and the values from outside the region, are the region's inputs)."""
-    order, seen, stack = [], set(), [(v.node, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        stack.extend((i.node, False) for i in reversed(node.inputs)
-                     if in_region[id(i)] and not _is_entry(i) and id(i.node) not in seen)
-    return order
 
 
 def _region_inputs(params, s):
@@ -234,24 +215,9 @@ def leave(v: Value, s, full_shape) -> Value:
         raise RuntimeError("disable_manual_sharding needs a tensor in manual sharding mode "
                            "(from enable_manual_sharding, or computed from such tensors)")
     _check_full_shape(v.shape, full_shape, s)
-    params, param_pos = [], {}
-
-    def ref(x):
-        if _is_entry(x) or not in_region[id(x)]:
-            if id(x) not in param_pos:
-                param_pos[id(x)] = len(params)
-                params.append(x)
-            return (-1, param_pos[id(x)])
-        return (positions[id(x.node)], x.index)
-
-    plan, scalars, positions = [], [], {}
-    for node in [] if _is_entry(v) else _region_nodes(v, in_region):
-        refs = tuple(ref(x) for x in node.inputs)
-        s0 = len(scalars)
-        scalars.extend(node.scalars)
-        positions[id(node)] = len(plan)
-        plan.append((node.op, node.template, refs, s0, len(scalars), node.avals))
-    root = ref(v)
+    plan, root, params, scalars = subgraph.extract(
+        [v], lambda x: _is_entry(x) or not in_region[id(x)])
+    root = root[0]
     inputs, in_specs, pads = _region_inputs(params, s)
     region = _Region(tuple(plan), root, s.mesh, in_specs, pads, s.spec, full_shape)
     template = ((region, *[In(i) for i in range(len(inputs))],

@@ -99,15 +99,19 @@ def metrics_report() -> str:
 
 
 def short_metrics_report(counter_names_=None, metric_names_=None) -> str:
-    metric_names_ = metric_names_ or ["CompileTime", "ExecuteTime", "TransferToDeviceTime",
-                                      "TransferFromDeviceTime"]
+    """The named counters and metrics (torch_xla's short list when not given: compile and
+    execute times, transfers, CachedCompile and MarkStep), in the full report's format, then
+    the CPU fallbacks' counters (`aten::NAME`), always."""
+    metric_names_ = metric_names_ or ["CompileTime", "ExecuteTime", "ExecuteReplicatedTime",
+                                      "TransferToDeviceTime", "TransferFromDeviceTime"]
+    counter_names_ = counter_names_ or ["CachedCompile", "MarkStep", "DynamoSyncInputExecuteTime"]
     lines = []
     for name in metric_names_:
         data = metric_data(name)
         if data:
             lines.append(f"Metric: {name}\n  TotalSamples: {data[0]}\n  Accumulator: {_format_time(data[1])}")
-    for name in counter_names():
-        if (counter_names_ and name in counter_names_) or (not counter_names_ and (
-                name.startswith("aten::") or name in ("UncachedCompile", "CachedCompile", "MarkStep"))):
+    fallbacks = [n for n in counter_names() if n.startswith("aten::") and n not in counter_names_]
+    for name in list(counter_names_) + fallbacks:
+        if _counters.get(name):
             lines.append(f"Counter: {name}\n  Value: {_counters[name]}")
     return "\n".join(lines) + "\n"

@@ -4,7 +4,7 @@ A graph holding a collective cannot run on its device alone. Its program functio
 under `jax.shard_map` over a 1-D mesh of every replica's device (axis
 `runtime.REPLICA_AXIS`, position = global ordinal): each replica's buffers and scalars
 become blocks of global arrays, and each replica takes back its own blocks of the outputs.
-Programs are compiled once per (graph, mesh) and cached.
+Programs are compiled by the runner (`runner.OverReplicas`), once per (graph, mesh).
 
 Under xmp.spawn (one process per device) every process calls the program with its block.
 With several replicas in one process (DataParallel's threads) the threads meet at their
@@ -25,22 +25,22 @@ import numpy as np
 from jax._src.lax.lax import _convert_element_type
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from . import metrics, runtime
-from .caches import LRUCache
+from . import metrics, runner, runtime
 
 AXIS = runtime.REPLICA_AXIS
 
 
 class Call:
     """One replica's part of a replicated program: the graph's structural `key`, the program
-    function `fn(donated, kept, scalars)`, its arguments, and the outputs' shapes."""
-    __slots__ = ("key", "fn", "args", "out_shapes")
+    function `fn(donated, kept, scalars)`, its arguments, the outputs' shapes, and what
+    says why it was compiled (`explain`, for PT_XLA_DEBUG)."""
+    __slots__ = ("key", "fn", "args", "out_shapes", "explain")
 
-    def __init__(self, key, fn, args, out_shapes):
+    def __init__(self, key, fn, args, out_shapes, explain=None):
         self.key, self.fn, self.args, self.out_shapes = key, fn, args, out_shapes
+        self.explain = explain
 
 
-_programs = LRUCache("ReplicatedProgram", "XLA_COMPILATION_CACHE_SIZE", 2048)
 _meshes = {}
 
 
@@ -58,7 +58,8 @@ def _weak(block, proto):
     return x if type(proto) is bool else _convert_element_type(x, x.dtype, weak_type=True)
 
 
-def _compile(call, mesh, global_args):
+def _body(call):
+    """The program of one replica's blocks: `call.fn` on its leaves and scalars."""
     donated, kept, protos = call.args
     leaf_shapes = [tuple(a.shape) for a in donated + kept]
     n_donated = len(donated)
@@ -68,11 +69,7 @@ def _compile(call, mesh, global_args):
         scalars = [_weak(b, p) for b, p in zip(scalars, protos)]
         outs = call.fn(tuple(leaves[:n_donated]), tuple(leaves[n_donated:]), tuple(scalars))
         return [o.reshape((1,)) if o.ndim == 0 else o for o in outs]
-
-    spec = PartitionSpec(AXIS)
-    fn = jax.shard_map(body, mesh=mesh, in_specs=(spec, spec), out_specs=spec, check_vma=False)
-    metrics.count("UncachedCompile")
-    return jax.jit(fn).lower(*global_args).compile()
+    return body
 
 
 def _global_args(per_replica, mesh):
@@ -130,19 +127,19 @@ def _run(call, per_replica):
     """Runs the SPMD program of `call`; returns each local replica's outputs."""
     mesh = _mesh()
     global_args = _global_args(per_replica, mesh)
-    key = (call.key, tuple(d.id for d in mesh.devices.flat))
-    compiled = _programs.get(key)
-    if compiled is None:
-        compiled = _compile(call, mesh, global_args)
-        _programs.put(key, compiled)
-    else:
-        metrics.count("CachedCompile")
-    if runtime.process_count() > 1:
-        settle()
-        outs = _within_timeout(lambda: compiled(*global_args))
-        _waiting.append(outs)
-    else:
-        outs = compiled(*global_args)
+    placement = runner.OverReplicas(mesh, AXIS)
+    program = runner.lookup(call.key, placement)
+    if program is None:
+        program = runner.compile(_body(call), global_args, placement, key=call.key,
+                                 explain=call.explain)
+    metrics.count("ExecuteReplicated")
+    with metrics.timed("ExecuteReplicatedTime"):
+        if runtime.process_count() > 1:
+            settle()
+            outs = _within_timeout(lambda: runner.execute(program, *global_args))
+            _waiting.append(outs)
+        else:
+            outs = runner.execute(program, *global_args)
     local = [runtime.jax_device(i) for i in runtime.replicas()]
     result = [[] for _ in local]
     for out, shape in zip(outs, call.out_shapes):

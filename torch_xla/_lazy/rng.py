@@ -35,6 +35,16 @@ def next_seed(device: int) -> int:
         return state
 
 
+def seeds_from(seed: int, n: int) -> list:
+    """The seeds `n` random ops draw after `manual_seed(seed)` (a traced function's random
+    ops reseeded by its caller: `_lazy/traced`)."""
+    out, state = [], int(seed) & _MASK
+    for _ in range(n):
+        out.append(state)
+        state = _advance(state)
+    return out
+
+
 def manual_seed(seed: int, device=None) -> None:
     seed = int(seed) & _MASK
     with _lock:

@@ -188,7 +188,8 @@ def replica_mesh_devices():
 
 # SPMD (`_lazy/spmd`): xla:0 stands for every device of the runtime, and one program spans
 # them all, partitioned by XLA: no replicas (world size 1).
-_spmd = [False]
+# XLA_USE_SPMD=1 in the environment turns SPMD on from the start (torch_xla's older switch).
+_spmd = [os.environ.get("XLA_USE_SPMD", "0").lower() in ("1", "true")]
 
 
 def use_spmd() -> None:

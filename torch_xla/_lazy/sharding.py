@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from . import manual, runtime, spmd
-from .execution import from_cpu, materialize
+from .execution import from_cpu, materialize, raise_failed_checks
 from .ir import In, Node, Value
 from .lowering.sharding import SHARD_ALIKE, SHARDING_CONSTRAINT
 from .tensor import XLATensor, to_functional, unwrap, wrap
@@ -182,6 +182,7 @@ def local_shards(t: torch.Tensor):
     order. Data not given a sharding is replicated: every device holds all of it."""
     v = _value_of(t)
     materialize([v])
+    raise_failed_checks((v,))
     if spmd.is_virtual(v.data):
         host = runtime.to_cpu_tensor(v.data, v.dtype)
         return [(host.clone(), Ellipsis, spmd.device_name(d), spmd.device_index(d))

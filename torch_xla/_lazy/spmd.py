@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
-from . import runtime
+from . import runner, runtime
 
 # torch_xla's OpSharding types (XLA's OpSharding.Type numbers)
 REPLICATED, MAXIMAL, TILED, PARTIAL = 0, 1, 3, 5
@@ -165,13 +165,20 @@ def from_padded_blocks(shape, s, blocks):
     padded = padded_shape(shape, s)
     shard = tuple(p // k for p, k in zip(padded, splits(shape, s)))
     full = {d: np.pad(b, [(0, m - n) for n, m in zip(b.shape, shard)]) for d, b in blocks.items()}
-    return _cropper(tuple(shape), lay_out_sharding(shape, s))(assemble(padded, s, full))
-
-
-@functools.lru_cache(maxsize=64)
-def _cropper(shape, out_sharding):
     crop = tuple(slice(0, n) for n in shape)
-    return jax.jit(lambda x: x[crop], out_shardings=out_sharding)
+    return _move(lambda x: x[crop], assemble(padded, s, full), lay_out_sharding(shape, s),
+                 ("crop", tuple(shape)))
+
+
+def _move(fn, array, out_sharding, what):
+    """`fn(array)` (a program that only moves data) laid out by `out_sharding`, compiled by
+    the runner once per (`what`, the array's shape, dtype and layout, the output's)."""
+    placement = runner.OnMesh(out_sharding)
+    key = (what, array.shape, str(array.dtype), layout(array.sharding), layout(out_sharding))
+    program = runner.lookup(key, placement)
+    if program is None:
+        program = runner.compile(fn, (array,), placement, key=key)
+    return runner.execute(program, array)
 
 
 def lay_out_sharding(shape, s):
@@ -188,7 +195,7 @@ def place(array, s):
     if array.is_fully_addressable:  # local data for a mesh spanning processes
         host = np.asarray(array)
         return jax.make_array_from_callback(host.shape, s, lambda index: host[index])
-    return jax.jit(lambda x: x, out_shardings=s)(array)
+    return _move(lambda x: x, array, s, "place")
 
 
 def from_process_batches(array, s, dim: int = 0):

@@ -8,19 +8,14 @@ the virtual device are placed on the mesh, replicated, for the call. A walk that
 sharded value runs as an ordinary program on device 0 (`compiler.program_for`): its values
 are the same on every device.
 
-Programs are cached per (graph, input layouts, output layouts) in a bounded cache
-(`caches.LRUCache`), so a steady loop compiles once. Each root value records the layout
+Programs are compiled by the runner (`runner.OnMesh`) and cached per (graph, input layouts,
+output layouts), so a steady loop compiles once. Each root value records the layout
 its output took.
 """
-import time
-
 import jax
 
-from . import compiler, debug, manual, metrics, spmd
-from .caches import LRUCache
+from . import compiler, debug, manual, metrics, runner, spmd
 from .lowering.sharding import SHARDING_CONSTRAINT
-
-_cache = LRUCache("SpmdProgram", "XLA_COMPILATION_CACHE_SIZE", 2048)
 
 
 class _Layout:
@@ -100,32 +95,22 @@ def _program(w, layout):
     return run
 
 
-def _jitted(w, layout):
-    donate = (0,) if w.program.n_donated else ()
-    return jax.jit(_program(w, layout), donate_argnums=donate, out_shardings=layout.out)
-
-
 def lowered(w):
     """jax's `Lowered` for walk `w` as it would run under SPMD."""
     layout = _layout(w)
     if layout is None:
-        return jax.jit(w.program.run_traced).lower(*w.args)
-    return _jitted(w, layout).lower(*layout.args)
+        return runner.lower(w.program.run_traced, w.args)
+    return runner.lower(_program(w, layout), layout.args, runner.OnMesh(layout.out))
 
 
 def _compiled(w, layout):
-    compiled = _cache.get(layout.key)
-    if compiled is not None:
-        metrics.count("CachedCompile")
-        return compiled
-    metrics.count("UncachedCompile")
-    start = time.perf_counter_ns()
-    compiled = _jitted(w, layout).lower(*layout.args).compile()
-    metrics.sample("CompileTime", time.perf_counter_ns() - start)
-    if debug.enabled():
-        debug.explain_compile(w.order, w.roots)
-    _cache.put(layout.key, compiled)
-    return compiled
+    placement = runner.OnMesh(layout.out)
+    found = runner.lookup(layout.key, placement)
+    if found is not None:
+        return found
+    return runner.compile(_program(w, layout), layout.args, placement, key=layout.key,
+                          donate=w.program.n_donated > 0,
+                          explain=lambda: debug.explain_compile(w.order, w.roots))
 
 
 def _keep_placed(w, layout):
@@ -148,19 +133,16 @@ def run(w):
                            "collectives a sharded program needs (use mark_sharding)")
     layout = _layout(w)
     if layout is None:
-        compiled, args = compiler.program_for(w).compiled, w.call_args
+        program, args = compiler.program_for(w), w.call_args
     else:
-        compiled, args = _compiled(w, layout), layout.args
+        program, args = _compiled(w, layout), layout.args
         _keep_placed(w, layout)
-    start = time.perf_counter_ns()
-    outputs = compiled(*args)
-    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    metrics.count("ExecuteReplicated")  # torch_xla's names for a program over the devices
+    with metrics.timed("ExecuteReplicatedTime"):
+        outputs = runner.execute(program, *args)
     if layout is not None:
         for v, out in zip(w.roots, outputs):
             if v.sharding is None:
                 v.sharding = out.sharding
     return outputs
 
-
-def cache_size() -> int:
-    return len(_cache)

@@ -21,6 +21,23 @@ def solve_factors_transpose() -> bool:
     return not torch.equal(aten._linalg_solve_ex(a, torch.eye(2))[1], lu_of_a)
 
 
+# Differences (CPU, delta 8.7) between rounding each step of a Huber loss to the dtype and
+# computing it in float32, rounded once: 59.21875 against 59.25, 25.375 against 25.25.
+_HUBER_PROBES = {"float16": (7.73046875, -3.4296875), "bfloat16": (9.375, 2.265625)}
+
+
+@functools.cache
+def huber_loss_rounds_each_step(dtype_name: str) -> bool:
+    """Whether the CPU's `huber_loss` of float16 or bfloat16 (`dtype_name`) rounds each step
+    to the dtype, as torch 2.9's kernel does for both, rather than computing in float32 and
+    rounding once, as torch 2.13's does for float16 (its bfloat16 still rounds each step)."""
+    dtype = getattr(torch, dtype_name)
+    x, y = (torch.tensor([v], dtype=dtype) for v in _HUBER_PROBES[dtype_name])
+    once = torch.nn.functional.huber_loss(x.float(), y.float(), reduction="none", delta=8.7)
+    each = torch.nn.functional.huber_loss(x, y, reduction="none", delta=8.7)
+    return not torch.equal(each, once.to(dtype))
+
+
 # Ops whose meta kernel cannot run on meta tensors in some admitted torch release, though the
 # op's outputs do not depend on values: torch 2.9's `bucketize.Scalar` reads its boundaries
 # with `.item()`. Their output shapes and dtypes come from a stand-in call given here.

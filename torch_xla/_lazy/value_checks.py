@@ -110,9 +110,16 @@ _IN_INTERVAL = Lowering("value_check.values_in_interval", _outside_interval,
                         static_scalars=True, rng=False, dynamic_shape=False)
 
 
-def _defer(lowering, tensors, kwargs, op_name, error):
+def _guarded(out):
+    """The values of an op's result `out` (a tensor or a tuple of them)."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return tuple(o._value for o in outs if isinstance(o, XLATensor))
+
+
+def _defer(lowering, tensors, kwargs, op_name, error, out):
     """Traces `lowering` of `tensors` as a check node and defers its check: `error(value,
-    k)` is PyTorch's exception for a bad value found in tensor k."""
+    k)` is PyTorch's exception for a bad value found in tensor k; a host read of a value
+    computed from `out`, the op's result, raises it."""
     if not ENABLED:
         return
     inputs = tuple(t._value for t in tensors)
@@ -124,12 +131,13 @@ def _defer(lowering, tensors, kwargs, op_name, error):
         found, value, k = _decode(flag.tolist(), len(inputs))
         if found:
             raise deferred_error(error(value, k), op_name, where) from None
-    defer_check(Value(*_FLAG_AVAL, inputs[0].device, node, 0), check)
+    defer_check(Value(*_FLAG_AVAL, inputs[0].device, node, 0), check, _guarded(out))
 
 
-def check_bounds(op_name, indices, bounds, error):
+def check_bounds(op_name, indices, bounds, error, out):
     """Raises `error(value, k)`, PyTorch's error, if index tensor k of `indices` holds a
-    value outside its bounds (low, high, skip): at once for CPU indices, else deferred."""
+    value outside its bounds (low, high, skip): at once for CPU indices, else deferred
+    (guarding `out`, the op's result)."""
     shape = indices[0].shape if len(indices) == 1 else np.broadcast_shapes(*(i.shape for i in indices))
     if 0 in shape:
         return
@@ -139,7 +147,7 @@ def check_bounds(op_name, indices, bounds, error):
             pos = int(np.flatnonzero(bad)[0])
             raise error(int(values.reshape(-1)[pos]), pos % len(indices))
         return
-    _defer(_IN_BOUNDS, indices, (("bounds", tuple(bounds)),), op_name, error)
+    _defer(_IN_BOUNDS, indices, (("bounds", tuple(bounds)),), op_name, error, out)
 
 
 def _op_name(func):
@@ -148,9 +156,9 @@ def _op_name(func):
 
 # ---- indexing -----------------------------------------------------------------------------
 
-def check_index(func, x, indices):
-    """Advanced indexing (`index`, `index_put`): int index tensor k addresses x's dim at its
-    place in `indices` (None: a slice); negative values count from the end."""
+def check_index(func, x, indices, out):
+    """Advanced indexing (`index`, `index_put`, result `out`): int index tensor k addresses
+    x's dim at its place in `indices` (None: a slice); negative values count from the end."""
     if func in (aten._unsafe_index.Tensor, aten._unsafe_index_put.default):
         return
     dims = [d for d, i in enumerate(indices)
@@ -164,7 +172,7 @@ def check_index(func, x, indices):
             return IndexError("index is out of bounds for dimension with size 0")
         return IndexError(f"index {value} is out of bounds for dimension {k} with size {sizes[k]}")
     check_bounds(_op_name(func), [indices[d] for d in dims],
-                 [(-n, n, None) for n in sizes], error)
+                 [(-n, n, None) for n in sizes], error, out)
 
 
 def _checked(*ops):
@@ -203,65 +211,65 @@ def _indices_element(d, n):
     return lambda v, k: RuntimeError(f"INDICES element is out of DATA bounds, id={v} axis_dim={n}")
 
 
-def _along_dim(func, x, dim, index, message, wrap=False):
+def _along_dim(func, out, x, dim, index, message, wrap=False):
     """`index` addresses x's `dim`: in [0, n), or in [-n, n) where PyTorch `wrap`s."""
     d, n = _dim(x, dim)
-    check_bounds(_op_name(func), [index], [(-n if wrap else 0, n, None)], message(d, n))
+    check_bounds(_op_name(func), [index], [(-n if wrap else 0, n, None)], message(d, n), out)
 
 
 @_checked(aten.gather.default, aten.scatter.src, aten.scatter.value, aten.scatter.reduce,
           aten.scatter.value_reduce, aten.scatter_add.default, aten.scatter_reduce.two)
 def _gather_scatter(func, out, x, dim, index, *args, **kwargs):
-    _along_dim(func, x, dim, index, _out_of_bounds(RuntimeError))
+    _along_dim(func, out, x, dim, index, _out_of_bounds(RuntimeError))
 
 
 @_checked(aten.index_select.default)
 def _index_select(func, out, x, dim, index):
     # PyTorch's CPU kernel for dim 1 of a matrix has a message of its own
     two_d = len(x.shape) == 2 and _dim(x, dim)[0] == 1
-    _along_dim(func, x, dim, index, _indices_element if two_d else _out_of_self)
+    _along_dim(func, out, x, dim, index, _indices_element if two_d else _out_of_self)
 
 
 @_checked(aten.index_add.default)
 def _index_add(func, out, x, dim, index, source, alpha=1):
     # PyTorch scatters (with scatter's message) where it can: int64 indices, alpha 1, 2-d+
     scatters = len(x.shape) > 1 and alpha == 1 and index.dtype == torch.int64
-    _along_dim(func, x, dim, index, _out_of_bounds(RuntimeError) if scatters else _out_of_self)
+    _along_dim(func, out, x, dim, index, _out_of_bounds(RuntimeError) if scatters else _out_of_self)
 
 
 @_checked(aten.index_copy.default)
 def _index_copy(func, out, x, dim, index, source):
-    _along_dim(func, x, dim, index, _out_of_bounds(IndexError, "index_copy_(): "))
+    _along_dim(func, out, x, dim, index, _out_of_bounds(IndexError, "index_copy_(): "))
 
 
 @_checked(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
 def _index_fill(func, out, x, dim, index, value):
-    _along_dim(func, x, dim, index, _out_of_bounds(IndexError), wrap=True)
+    _along_dim(func, out, x, dim, index, _out_of_bounds(IndexError), wrap=True)
 
 
 @_checked(aten.index_reduce.default)
 def _index_reduce(func, out, x, dim, index, *args, **kwargs):
-    _along_dim(func, x, dim, index, _out_of_self)
+    _along_dim(func, out, x, dim, index, _out_of_self)
 
 
 @_checked(aten.take.default, aten.put.default)
 def _flat(func, out, x, index, *args, **kwargs):
     n = math.prod(x.shape)
     check_bounds(_op_name(func), [index], [(-n, n, None)], lambda v, k: IndexError(
-        f"out of range: tried to access index {v} on a tensor of {n} elements."))
+        f"out of range: tried to access index {v} on a tensor of {n} elements."), out)
 
 
 @_checked(aten.embedding.default)
 def _embedding(func, out, weight, indices, *args, **kwargs):
     check_bounds("embedding", [indices], [(0, weight.shape[0], None)],
-                 lambda v, k: IndexError("index out of range in self"))
+                 lambda v, k: IndexError("index out of range in self"), out)
 
 
 @_checked(aten.nll_loss_forward.default, aten.nll_loss2d_forward.default)
 def _nll_loss(func, out, x, target, weight, reduction, ignore_index):
     classes = x.shape[1] if len(x.shape) > 1 else x.shape[0]
     check_bounds(_op_name(func), [target], [(0, classes, ignore_index)],
-                 lambda v, k: IndexError(f"Target {v} is out of bounds."))
+                 lambda v, k: IndexError(f"Target {v} is out of bounds."), out)
 
 
 # ---- integer division ---------------------------------------------------------------------
@@ -271,7 +279,8 @@ def _check_divisor(func, out, divisor):
     if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or 0 in out.shape:
         return
     if isinstance(divisor, XLATensor):
-        _defer(_NONZERO, [divisor], (), _op_name(func), lambda v, k: RuntimeError("ZeroDivisionError"))
+        _defer(_NONZERO, [divisor], (), _op_name(func), lambda v, k: RuntimeError("ZeroDivisionError"),
+               out)
     elif bool((divisor == 0).any() if isinstance(divisor, torch.Tensor) else divisor == 0):
         raise RuntimeError("ZeroDivisionError")
 
@@ -291,16 +300,16 @@ def _rounding_division(func, out, x, divisor, rounding_mode=None):
 
 # ---- values a function is defined on ------------------------------------------------------
 
-def _check_interval(func, x, low, high, message):
+def _check_interval(func, out, x, low, high, message):
     """RuntimeError(message) unless every value of the XLA tensor x is in [low, high]."""
     if isinstance(x, XLATensor) and 0 not in x.shape:
         _defer(_IN_INTERVAL, [x], (("low", low), ("high", high)), _op_name(func),
-               lambda v, k: RuntimeError(message))
+               lambda v, k: RuntimeError(message), out)
 
 
 @_checked(aten.binary_cross_entropy.default)
 def _binary_cross_entropy(func, out, x, *args, **kwargs):
-    _check_interval(func, x, 0.0, 1.0, "all elements of input should be between 0 and 1")
+    _check_interval(func, out, x, 0.0, 1.0, "all elements of input should be between 0 and 1")
 
 
 _BERNOULLI_P = ("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error "
@@ -309,15 +318,15 @@ _BERNOULLI_P = ("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Co
 
 @_checked(aten.bernoulli.default)
 def _bernoulli(func, out, p, *args, **kwargs):
-    _check_interval(func, p, 0.0, 1.0, _BERNOULLI_P)
+    _check_interval(func, out, p, 0.0, 1.0, _BERNOULLI_P)
 
 
 @_checked(aten.bernoulli.Tensor)
 def _bernoulli_of(func, out, x, p, *args, **kwargs):
-    _check_interval(func, p, 0.0, 1.0, _BERNOULLI_P)
+    _check_interval(func, out, p, 0.0, 1.0, _BERNOULLI_P)
 
 
 @_checked(aten.poisson.default)
 def _poisson(func, out, rates, *args, **kwargs):
-    _check_interval(func, rates, 0.0, float("inf"),
+    _check_interval(func, out, rates, 0.0, float("inf"),
                     "invalid Poisson rate, expected rate to be non-negative")

@@ -10,6 +10,7 @@ import torch
 
 import torch_xla
 import torch_xla.utils.utils as xu
+from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import rng, runtime
 from torch_xla._lazy import execution
@@ -440,6 +441,10 @@ def _maybe_convert_to_cpu(data, convert: bool = True):
         return _to_cpu_data(data)
     _to_cpu_data(data, convert=False)
     return data
+
+
+def unlazy(tensors) -> None:
+    _to_cpu_data(list(tensors), convert=False)  # computed now, in one program, kept on the device
 
 
 def send_cpu_data_to_device(datas, device, input_sharding=None):

@@ -1,7 +1,14 @@
 """torch_xla.debug.metrics: what the engine counted and timed."""
+from torch_xla._lazy import metrics as _metrics
 from torch_xla._lazy.metrics import (  # noqa: F401
     clear_counters, clear_metrics, counter_names, counter_value, metric_data, metric_names,
-    metrics_report, short_metrics_report)
+    metrics_report)
+
+
+def short_metrics_report(counter_names: list = None, metric_names: list = None) -> str:
+    """The counters and metrics named (by default compile and execute times, transfers,
+    CachedCompile and MarkStep), and every CPU fallback's counter."""
+    return _metrics.short_metrics_report(counter_names, metric_names)
 
 
 def clear_all() -> None:

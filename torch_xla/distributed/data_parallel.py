@@ -88,6 +88,9 @@ class DataParallel:
             runtime.set_thread_device(indices[k])
             runtime.set_thread_replicas(indices)
             replicated.attend(meeting)
+            # The replica's backward passes run on its thread (thread-local), where collectives
+            # recorded by backward hooks (FSDP's reduce_scatter) know their replica.
+            torch.autograd.set_multithreading_enabled(False).__enter__()
             try:
                 results[k] = loop_fn(self._models[k], para_loader.per_device_loader(self._devices[k]),
                                      self._devices[k], self._contexts[k])

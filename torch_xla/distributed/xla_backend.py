@@ -79,6 +79,9 @@ class ProcessGroupXla(dist.ProcessGroup):
     def __init__(self, rank, size):
         super().__init__(rank, size)
         self._ranks = None  # global ordinals of the members, for a group made by new_group
+        # The replica groups of this group's collectives, where new_group knew them (the
+        # whole world, a partition given or inferred, one group per rank): torch_xla's `_mesh`.
+        self._mesh = None
 
     def getBackendName(self):
         return "xla"
@@ -91,7 +94,7 @@ class ProcessGroupXla(dist.ProcessGroup):
         world = xr.world_size()
         if self._ranks is None or list(self._ranks) == list(range(world)):
             return None
-        groups = _partition(self._ranks, world)
+        groups = self._mesh if self._mesh and len(self._mesh) > 1 else _partition(self._ranks, world)
         if groups is None:
             raise NotImplementedError(
                 f"a collective on the process group of ranks {list(self._ranks)}: every collective "
@@ -165,6 +168,14 @@ class ProcessGroupXla(dist.ProcessGroup):
                          xm.all_to_all(input, 0, 0, self.size(), groups=self._groups()))
         return _done([output])
 
+    def recv_anysource(self, *args):
+        raise NotImplementedError("the xla backend has no point-to-point receive from any "
+                                  "source: XLA programs send and receive between fixed pairs")
+
+    def monitored_barrier(self, *args):
+        raise NotImplementedError("the xla backend has no monitored_barrier: use barrier(), "
+                                  "every replica's program waits for the others")
+
     def barrier(self, opts=c10d.BarrierOptions()):
         if self._ranks is None:
             xm.rendezvous("barrier")
@@ -173,8 +184,41 @@ class ProcessGroupXla(dist.ProcessGroup):
         return _done([])
 
 
-def _create(store, rank, size, timeout):
+def _create(prefix_store, rank, size, timeout):
     return ProcessGroupXla(rank, size)
+
+
+def _inferred_mesh(ranks, world):
+    """The partition of all ranks into groups shaped as `ranks`: consecutive blocks
+    ([4, 5, 6, 7] of 12: [[0..3], [4..7], [8..11]]) or strided ones ([1, 5, 9] of 12:
+    [[0, 4, 8], [1, 5, 9], ...]). ValueError if `ranks` is neither."""
+    k = len(ranks)
+    if world % k == 0:
+        if ranks == list(range(ranks[0], ranks[0] + k)) and ranks[0] % k == 0:
+            return [list(range(j, j + k)) for j in range(0, world, k)]
+        stride = world // k
+        if ranks[0] < stride and ranks == list(range(ranks[0], world, stride)):
+            return [list(range(j, world, stride)) for j in range(stride)]
+    raise ValueError(f"ranks {ranks} are neither a block nor a stride of the {world} ranks: "
+                     f"no partition of the world into groups like them")
+
+
+def _mesh(ranks, world, options):
+    """torch_xla's `_mesh` of a group of `ranks` (sorted): `pg_options={'xla_pg_options':
+    {'mesh': ...}}` as given, `{'spmd': True}` inferred (`_inferred_mesh`), else the group
+    alone (its collectives then take the family of groups made with it)."""
+    xla = (options or {}).get("xla_pg_options", {}) if isinstance(options, dict) else {}
+    if ranks == list(range(world)):
+        return [ranks]
+    if len(ranks) == 1:
+        if not 0 <= ranks[0] < world:
+            raise ValueError(f"rank {ranks[0]} is out of range for a world of {world}")
+        return [[r] for r in range(world)]
+    if xla.get("mesh"):
+        return [list(g) for g in xla["mesh"]]
+    if xla.get("spmd"):
+        return _inferred_mesh(ranks, world)
+    return [ranks]
 
 
 _original_new_group = dist.new_group
@@ -182,11 +226,15 @@ _original_new_group = dist.new_group
 
 def new_group(ranks=None, *args, **kwargs):
     """torch.distributed.new_group, telling an 'xla' group which replicas it holds."""
+    options = kwargs.get("pg_options", args[2] if len(args) > 2 else None)
+    if ranks is not None and dist.get_backend() == "xla":
+        members = sorted(int(r) for r in ranks)
+        mesh = _mesh(members, dist.get_world_size(), options)  # a ValueError before any group
     group = _original_new_group(ranks, *args, **kwargs)
     if ranks is not None and dist.get_backend() == "xla":
-        _record_group(ranks, dist.get_world_size())
+        _record_group(members, dist.get_world_size())
         if isinstance(group, ProcessGroupXla):
-            group._ranks = tuple(sorted(int(r) for r in ranks))
+            group._ranks, group._mesh = tuple(members), mesh
     return group
 
 

@@ -8,6 +8,7 @@ the module's parameters and buffers) before the recomputation prevents that. The
 state of the XLA device (and the CPU) is replayed, so dropout masks are the forward's.
 """
 import inspect
+import threading
 
 import torch
 from torch.utils.checkpoint import check_backward_validity, detach_variable
@@ -15,8 +16,9 @@ from torch.utils.checkpoint import check_backward_validity, detach_variable
 import torch_xla.core.xla_model as xm
 
 
-class CheckpointStatus:
-    """Whether a checkpointed backward (the recomputation) is running."""
+class CheckpointStatus(threading.local):
+    """Whether a checkpointed backward (the recomputation) is running on this thread (each
+    DataParallel replica runs its own backward)."""
 
     def __init__(self):
         self.in_chkpt_bwd = False

@@ -2,7 +2,7 @@
 
 `CompiledGraph(gm)` is called with the graph's arguments (XLA tensors as users hold them)
 and returns its results as XLA tensors. The graph is lowered once (`fx_lowering`) and
-compiled with `jax.jit` at the first call, for the arguments' device; after that a call
+compiled by the runner at the first call, for the arguments' device; after that a call
 reads the arguments' buffers, runs the program and wraps its outputs: no op is traced.
 Arguments still pending on the lazy path are computed inside the program when their graph
 is small (a view the graph before left lazy, the backward's seed `ones_like(loss)`), else
@@ -12,24 +12,24 @@ tensor holds them (one copy of the model). A CPU scalar the graph writes from CP
 only (an optimizer's step count) gets its new value computed on the host, by the graph's
 own ops: reading it back from the device would wait for the program at every step.
 
+A graph holding collectives (`xm.all_reduce` and its kin, PyTorch's `_c10d_functional` ops:
+ops of the graph like any other) is one program over every replica's device, run as the
+lazy path runs its replicated programs (`_lazy/replicated`).
+
 Graphs with symbolic sizes are compiled once per set of concrete sizes. A graph that cannot
 be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, counted as
 `DynamoLazyGraph`. Compilations count as `DynamoCompile` and `UncachedCompile` (a program
 found in the cache of identical graphs: `CachedCompile`), runs as `DynamoExecute`.
 """
 import collections
-import itertools
-import time
 import weakref
 
-import jax
 import jax.numpy as jnp
 import torch
-from jax.sharding import SingleDeviceSharding
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
-from .. import compiler, debug, metrics, replicated, rng, runtime
+from .. import compiler, metrics, replicated, rng, runner, runtime
 from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
 from ..frames import run_without_dynamo
 from ..ir import Node, Value
@@ -37,8 +37,6 @@ from ..tensor import XLATensor, live_tensors, unwrap, wrap
 from . import decompose
 from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 
-_programs = {}  # structural key -> compiled program, shared by identical graphs
-_plan_numbers = itertools.count()
 # Pending arguments whose graph has at most this many ops are computed inside the program
 # (recomputed if something else reads them later); larger ones are materialised first.
 _FUSED_OPS = 16
@@ -102,10 +100,12 @@ class _Plan:
         self.mutated_args = [fn.tensor_inputs[i] for i in fn.mutated_inputs]
         self.owners = {}    # mutated input -> the XLATensors that took its value last call
         self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
-        self.programs = {}  # device -> compiled program
-        self.key = None if fn.has_tensor_constants else (fn.gm.code, tuple(self.avals))
-        # what names the program among the replicas' (the same graph in each replica)
-        self.replica_key = ("captured", self.key or next(_plan_numbers))
+        # (device, layout) -> weak reference to the runner's Executable (the runner's cache
+        # keeps programs alive); programs of identical graphs are shared through the runner's
+        # cache by the graph's code and inputs, those of graphs holding tensor constants
+        # are this plan's own.
+        self.programs = {}
+        self.key = (fn.gm.code, tuple(self.avals)) if not fn.has_tensor_constants else object()
         # mutated input -> the graph's nodes computing its new value on the host, in order
         self.on_host = {i: (nodes, src) for i, src in zip(self.mutated, fn.written_from)
                         if (nodes := _host_nodes(src, fn)) is not None}
@@ -136,9 +136,11 @@ class _Plan:
         """(mutated, outputs) of the program on `device`."""
         fused = self._fuse_pending(values, device)
         layout = None if fused is None else fused[1]
-        program = self.programs.get((device, layout))
-        if program is None:
-            program = self.programs[(device, layout)] = self._compile(values, device, fused)
+        ref = self.programs.get((device, layout))
+        program = None if ref is None else ref()
+        if program is None or not runner.is_cached(program):
+            program = self._compile(values, device, fused)
+            self.programs[(device, layout)] = weakref.ref(program)
         n_rng = self.fn.n_rng
         seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
         if self.mutated:
@@ -149,10 +151,7 @@ class _Plan:
             args_d = ()
         args_k = tuple(values[i].data for i in self.kept if values[i].node is None)
         lazy_args = () if fused is None else fused[0].args[1:]
-        start = time.perf_counter_ns()
-        mutated, outs = program(args_d, args_k, seeds, lazy_args)
-        metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
-        return mutated, outs
+        return runner.execute(program, args_d, args_k, seeds, lazy_args)
 
     def _run_replicated(self, values, device):
         """(mutated, outputs) of a graph holding collectives: one program over every replica
@@ -166,10 +165,9 @@ class _Plan:
             mutated, outs = fn(kept, scalars)
             return (*mutated, *outs)
         shapes = [self.avals[i][0] for i in self.mutated] + [shape for shape, _ in self.out_avals]
-        call = replicated.Call(self.replica_key, program, ((), tuple(v.data for v in values), seeds), shapes)
-        start = time.perf_counter_ns()
+        call = replicated.Call(("captured", self.key), program, ((), tuple(v.data for v in values), seeds),
+                               shapes)
         outs = replicated.run(device, call)
-        metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
         return tuple(outs[:n_mutated]), tuple(outs[n_mutated:])
 
     def _write_inputs(self, args, mutated, device):
@@ -236,14 +234,12 @@ class _Plan:
         return None
 
     def _compile(self, values, device, fused):
-        key = None if self.key is None else (self.key, device, None if fused is None else fused[1])
-        program = _programs.get(key) if key is not None else None
+        key = (self.key, device, None if fused is None else fused[1])
+        placement = runner.on_device(device)
+        program = runner.lookup(key, placement)
         if program is not None:
-            metrics.count("CachedCompile")
             return program
-        metrics.count("UncachedCompile")
         metrics.count("DynamoCompile")
-        start = time.perf_counter_ns()
         fn, n, donated = self.fn, len(values), self.mutated
         buffers = [i for i in self.kept if values[i].node is None]
         lazy = None if fused is None else fused[0].program
@@ -256,20 +252,17 @@ class _Plan:
             inputs = tuple(roots[computed[i]] if i in computed else leaves[leaf_of[i]] for i in range(n))
             return fn(inputs, seeds)
 
-        placement = SingleDeviceSharding(runtime.jax_device(device))
-        jitted = jax.jit(program_fn, donate_argnums=(0,) if donated else (), out_shardings=placement)
-        seeds = tuple(0 for _ in range(fn.n_rng))
-        lazy_args = () if fused is None else fused[0].args[1:]
-        compiled = jitted.lower(tuple(values[i].data for i in donated),
-                                tuple(values[i].data for i in buffers), seeds, lazy_args).compile()
-        metrics.sample("CompileTime", time.perf_counter_ns() - start)
-        if debug.enabled():
+        def explain():
             print(f"[PT_XLA_DEBUG] compiled a captured graph of {fn.n_ops} ops "
                   f"({len(values)} inputs, {len(donated)} donated, "
                   f"{len(computed)} computed inside from the lazy graph)", flush=True)
-        if key is not None:
-            _programs[key] = compiled
-        return compiled
+
+        seeds = tuple(0 for _ in range(fn.n_rng))
+        lazy_args = () if fused is None else fused[0].args[1:]
+        args = (tuple(values[i].data for i in donated), tuple(values[i].data for i in buffers),
+                seeds, lazy_args)
+        return runner.compile(program_fn, args, placement, key=key, donate=bool(donated),
+                              explain=explain)
 
 
 def _lazy_view(value, steps, device):

@@ -20,7 +20,7 @@ import torch
 from torch._export.serde.serialize import GraphModuleSerializer
 from jaxlib.mlir.dialects import stablehlo as hlo
 
-from .. import metrics, rng, runtime
+from .. import metrics, rng, runner, runtime
 from ..execution import materialize
 from ..ir import Value
 from ..tensor import XLATensor, to_functional, unwrap, wrap
@@ -124,7 +124,7 @@ def export_program(ep, platforms=None, inline_constants=True, custom_calls=froze
     platforms = platforms or (runtime.jax_device(0).platform,)
     checks = [jax.export.DisabledSafetyCheck.custom_call(name) for name in sorted(fn.custom_call_targets)]
     try:
-        exported = jax.export.export(jax.jit(module), platforms=platforms, disabled_checks=checks)(*specs)
+        exported = runner.export(module, specs, platforms=platforms, disabled_checks=checks)
     except ValueError as e:
         if "custom calls whose targets have no compatibility guarantees" not in str(e):
             raise
@@ -182,7 +182,17 @@ class Module:
 
     def __init__(self, exported):
         self.exported = exported
-        self._call = jax.jit(exported.call)
+        self._key = object()  # this module's part of its programs' keys
+
+    def _program(self, arrays, device):
+        """The module compiled for `arrays` on XLA device `device` (by the runner, once per
+        input shapes and dtypes)."""
+        placement = runner.on_device(device)
+        key = (self._key, tuple((tuple(a.shape), str(a.dtype)) for a in arrays))
+        found = runner.lookup(key, placement)
+        if found is None:
+            found = runner.compile(self.exported.call, tuple(arrays), placement, key=key)
+        return found
 
     @classmethod
     def load(cls, serialized: bytes) -> "Module":
@@ -206,7 +216,6 @@ class Module:
             else:
                 arrays.append(runtime.to_device_buffer(torch.as_tensor(x), device))
         metrics.count("StableHLOExecute")
-        with jax.default_device(runtime.jax_device(device)):
-            outs = self._call(*arrays)
+        outs = runner.execute(self._program(arrays, device), *arrays)
         return [to_functional(wrap(Value(tuple(o.shape), runtime.to_torch_dtype(o.dtype), device, data=o)))
                 for o in outs]

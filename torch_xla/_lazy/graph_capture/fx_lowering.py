@@ -26,7 +26,8 @@ from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from .. import runtime
 from ..execution import materialize
-from ..ir import In, Sc
+from ..ir import ArgumentEncoder
+from ..op_rules import ALIASES, is_eval_batch_norm
 from ..lowering import call_lowering, load_all, lookup, scalar_arguments
 from ..tensor import unwrap
 
@@ -42,19 +43,12 @@ class Unsupported(NotImplementedError):
         super().__init__("cannot lower into one XLA program: " + ", ".join(self.ops))
 
 
-# Ops whose value is their input's (the engine aliases them too).
-_ALIASES = {aten.detach.default, aten.alias.default, aten.detach_copy.default,
-            aten.alias_copy.default, aten.lift_fresh_copy.default, aten.lift_fresh.default,
-            aten.clone.default}
 # Checks and hints that compute nothing inside a program. `_linalg_check_errors` raises on
 # the lazy path after a read of the factorization's status; a compiled program has no host
 # to raise (README, known differences).
 _NO_VALUE = {aten._assert_tensor_metadata.default, aten._assert_scalar.default,
              aten.sym_constrain_range_for_size.default, aten._assert_async.msg,
              aten._linalg_check_errors.default, aten._propagate_xla_data.default}
-_EVAL_BATCH_NORMS = {aten._native_batch_norm_legit_no_training.default,
-                     aten.native_batch_norm.default,
-                     aten._native_batch_norm_legit_functional.default}
 # Ops whose meta kernel shapes outputs for the CPU unlike for other devices.
 _DEVICE_SHAPED = {aten._embedding_bag.default, aten._embedding_bag_forward_only.default}
 _SIZES = {aten.sym_size.int: lambda x, d: x.shape[d], aten.sym_numel.default: lambda x: x.size,
@@ -78,7 +72,7 @@ def _copy_variant(op):
 def handled(op) -> bool:
     """Whether an op of a graph can be lowered here (it may still be refused for its
     arguments: a boolean index, a dynamic-shape lowering)."""
-    return (lookup(op) is not None or lookup(_copy_variant(op)) is not None or op in _ALIASES or op in _NO_VALUE or op in _SIZES
+    return (lookup(op) is not None or lookup(_copy_variant(op)) is not None or op in ALIASES or op in _NO_VALUE or op in _SIZES
             or op in _PYTHON_OPS or op in (aten.copy.default, aten.copy_.default, operator.getitem))
 
 
@@ -295,7 +289,7 @@ class GraphFunction:
             return lambda env, seeds: size(*fill_nodes(node.args, env))
         if op in _NO_VALUE:
             return lambda env, seeds: None
-        if op in _ALIASES:
+        if op in ALIASES:
             source = node.args[0]
             return lambda env, seeds: env[source]
         if op is aten.copy.default or op is aten.copy_.default:
@@ -316,7 +310,7 @@ class GraphFunction:
         val = node.meta["val"]  # outputs the op leaves out (None) have no aval
         avals = tuple(aval_of(v, self.symbols) for v in (val if isinstance(val, (tuple, list)) else (val,))
                       if v is not None)
-        if op in _EVAL_BATCH_NORMS and not _training(node):
+        if is_eval_batch_norm(op, node.args, node.kwargs):
             return self._plan_eval_batch_norm(node, lowering, avals)
         if op in _DEVICE_SHAPED:
             return self._plan_device_shaped(node, lowering, avals)
@@ -444,7 +438,7 @@ class GraphFunction:
 
 def _alias_source(node):
     """The node whose value `node` has (through detach, alias, clone)."""
-    while isinstance(node, fx.Node) and node.op == "call_function" and node.target in _ALIASES:
+    while isinstance(node, fx.Node) and node.op == "call_function" and node.target in ALIASES:
         node = node.args[0]
     return node
 
@@ -491,12 +485,6 @@ def _is_view_copy(op) -> bool:
     return view is not None and _copy_variant(view) is op
 
 
-def _training(node) -> bool:
-    if node.target is aten._native_batch_norm_legit_no_training.default:
-        return False
-    return bool(node.args[5] if len(node.args) > 5 else node.kwargs.get("training"))
-
-
 def _check_indices(node):
     """Boolean masks as indices select a number of elements that depends on their values,
     unless one mask alone indexes `index_put` (then the result keeps the input's shape)."""
@@ -519,27 +507,28 @@ def fill_nodes(obj, env):
     return obj
 
 
-_NUMBER = (int, float, bool, complex)
+class _Encoding(ArgumentEncoder):
+    """A graph node's arguments as the lazy path encodes an op's (`ir.ArgumentEncoder`):
+    here the graph's nodes are the inputs, and fx's immutable lists are lists."""
+    __slots__ = ()
+
+    def input(self, obj, t):
+        if isinstance(obj, fx.Node):
+            self.inputs.append(obj)
+            return len(self.inputs) - 1
+        return None
+
+    def constant(self, obj, t, dynamic):
+        if isinstance(obj, (tuple, list)):
+            return tuple(self.encode(o, dynamic) for o in obj)
+        return obj
 
 
 def _encode(op, args, kwargs, dynamic):
-    """The node's argument template for `call_lowering`: graph values -> `In`, numbers at
-    Scalar-typed positions -> `Sc` (weakly typed values, as on the lazy path; constants
-    for lowerings with static scalars)."""
+    """The node's argument template for `call_lowering`, its input nodes and its scalars:
+    numbers at Scalar-typed positions are parameters (weakly typed values, as on the lazy
+    path; constants for lowerings with static scalars)."""
     flags, names = scalar_arguments(op) if dynamic else ((), frozenset())
-    in_nodes, scalars = [], []
-
-    def encode(obj, scalar):
-        if isinstance(obj, fx.Node):
-            in_nodes.append(obj)
-            return In(len(in_nodes) - 1)
-        if scalar and type(obj) in _NUMBER:
-            scalars.append(obj)
-            return Sc(len(scalars) - 1, type(obj))
-        if isinstance(obj, (tuple, list)):
-            return tuple(encode(o, scalar) for o in obj)
-        return obj
-
-    targs = tuple(encode(a, i < len(flags) and flags[i]) for i, a in enumerate(args))
-    tkwargs = tuple((k, encode(v, k in names)) for k, v in kwargs.items())
-    return (targs, tkwargs), in_nodes, scalars
+    e = _Encoding()
+    template = e.encode_call(args, kwargs, flags, names)
+    return template, e.inputs, e.scalars

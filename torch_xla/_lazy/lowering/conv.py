@@ -4,12 +4,14 @@ for activations and (O, I/groups, spatial...) for weights ((I, O/groups, ...) tr
 The backward is the vector-Jacobian product of the same jax function, which XLA turns
 into the usual pair of convolutions. float16/bfloat16 convolutions give float32 results
 and add their bias in float32, rounded once (the engine casts), as PyTorch's CPU kernels.
+float32 convolutions take the products' precision (`precision.setting()`).
 """
 import jax
 import jax.numpy as jnp
 
 from . import aten, lower
 from ._types import opmath
+from .precision import matmul_precision
 
 
 def _dimension_numbers(nd):
@@ -33,14 +35,15 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
         return jax.lax.conv_general_dilated(
             x, w, window_strides=stride, padding=[(p, p) for p in padding],
             rhs_dilation=dilation, dimension_numbers=dn, feature_group_count=groups,
-            preferred_element_type=opmath(x.dtype))
+            precision=matmul_precision(), preferred_element_type=opmath(x.dtype))
     k = w.shape[2:]
     pads = [(d * (kk - 1) - p, d * (kk - 1) - p + op)
             for kk, p, d, op in zip(k, padding, dilation, output_padding)]
     return jax.lax.conv_general_dilated(
         x, _transposed_weight(w, groups), window_strides=(1,) * nd, padding=pads,
         lhs_dilation=stride, rhs_dilation=dilation, dimension_numbers=dn,
-        feature_group_count=groups, preferred_element_type=opmath(x.dtype))
+        feature_group_count=groups, precision=matmul_precision(),
+        preferred_element_type=opmath(x.dtype))
 
 
 def _expand(v, nd):

@@ -1,9 +1,9 @@
 """Matrix products, pairwise distances and linear algebra.
 
 Products: float16/bfloat16 accumulate in float32 and return their own dtype (as PyTorch);
-float32 uses the precision of `torch.get_float32_matmul_precision()` ("highest", PyTorch's
-default, is exact float32 — XLA on GPU/TPU would otherwise use TF32/bfloat16 passes). The
-setting is read when a program is traced.
+float32 uses the precision of `precision.setting()` (torch_xla's mat mul precision once set,
+else `torch.get_float32_matmul_precision()`: "highest", PyTorch's default, is exact float32 —
+XLA on GPU/TPU would otherwise use TF32/bfloat16 passes). It is read when a program is traced.
 
 Factorizations follow LAPACK's conventions, which PyTorch exposes: LU results are packed
 with 1-based int32 pivots, and (like PyTorch) det/slogdet/solve factor Aᵀ for real inputs,
@@ -20,16 +20,10 @@ import numpy as np
 import torch
 from jax import lax
 
-from .. import torch_compat
-from . import aten, lower
+from .. import runtime, torch_compat
+from . import Lowering, aten, lower
 from ._types import cast, opmath
-
-_PRECISION = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH}
-
-
-def matmul_precision():
-    """The float32 product precision PyTorch is set to ("highest", its default, is exact)."""
-    return _PRECISION.get(torch.get_float32_matmul_precision(), lax.Precision.DEFAULT)
+from .precision import matmul_precision
 
 
 def _einsum(spec, x, y):
@@ -40,6 +34,17 @@ def _einsum(spec, x, y):
 @lower(aten.mm.default, aten.bmm.default, aten.matmul.default)
 def matmul(x, y):
     return jnp.matmul(x, y, precision=matmul_precision(), preferred_element_type=opmath(x.dtype))
+
+
+def _dot_general(x, y, dimension_numbers, dtype):
+    return lax.dot_general(x, y, dimension_numbers, precision=matmul_precision(),
+                           preferred_element_type=runtime.to_jax_dtype(getattr(torch, dtype)))
+
+
+# XLA's DotGeneral (`_XLAC._xla_dot_general`), no ATen op: static dimension numbers
+# ((lhs contracting, rhs contracting), (lhs batch, rhs batch)) and the result's dtype name.
+DOT_GENERAL = Lowering("xla::dot_general", _dot_general, static_scalars=True, rng=False,
+                       dynamic_shape=False)
 
 
 @lower(aten.mv.default)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import runtime
+from .. import runtime, torch_compat
 from . import aten, lower
 from ._linear import linear_backward
 from ._types import float_opmath, opmath
@@ -306,7 +306,14 @@ def smooth_l1_loss_backward(grad, x, target, reduction, beta):
 
 @lower(aten.huber_loss.default)
 def huber_loss(x, target, reduction=1, delta=1.0):
-    """(float16/bfloat16 computed in float32, as the CPU's kernel)"""
+    """float16/bfloat16 as the running torch's CPU kernel: each step rounded to the dtype (its
+    vectorised kernel's order), or computed in float32 and rounded once."""
+    if x.dtype in (jnp.float16, jnp.bfloat16) and \
+            torch_compat.huber_loss_rounds_each_step(x.dtype.name):
+        z = jnp.abs(x - target)
+        d, half = jnp.asarray(delta, x.dtype), jnp.asarray(0.5, x.dtype)
+        loss = jnp.where(z >= d, d * (z - half * d), half * z * z)
+        return _reduce(loss.astype(jnp.float32), reduction)  # a mean sums in float32
     dt = opmath(x.dtype)
     z = jnp.abs(x.astype(dt) - target.astype(dt))
     return _reduce(jnp.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta)), reduction)

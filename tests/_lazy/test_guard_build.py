@@ -1,0 +1,93 @@
+"""device_hooks.cpp compiled at import: a build killed part way blocks no later import and
+leaves nothing that is loaded, two first imports at once both get the guard, and a build held
+by a live process is waited for a bounded time, then explained."""
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch.utils.cpp_extension as cpp_extension
+
+from torch_xla._lazy import device_guard, guard_build
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_IMPORT = """
+import torch
+import torch_xla
+from torch_xla._lazy import device_guard
+print(device_guard.route, (torch.ones(2, device='xla:1') * 3).cpu().tolist())
+"""
+
+pytestmark = pytest.mark.skipif(
+    not shutil.which(device_guard._compiler()) or not cpp_extension.is_ninja_available()
+    or os.path.exists(os.path.join(os.path.dirname(device_guard.__file__),
+                                   device_guard.library_stem() + ".so")),
+    reason="the compiled route is taken only where a C++ compiler and ninja are found and no "
+           "guard was built with the package")
+
+
+def _start(extensions, **env):
+    environment = dict(os.environ, TORCH_EXTENSIONS_DIR=str(extensions), PYTHONPATH=ROOT,
+                       CPU_NUM_DEVICES="2", **env)
+    return subprocess.Popen([sys.executable, "-c", _IMPORT], cwd=ROOT, env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _folder(extensions):
+    return extensions / os.path.basename(guard_build.directory())
+
+
+def _wait_for_build(proc, folder, deadline=240):
+    """Returns once `proc` is compiling: ninja's file is written in its build directory."""
+    stem = device_guard.library_stem()
+    start = time.monotonic()
+    while time.monotonic() - start < deadline:
+        if list(folder.glob(f"{stem}.build-*/build.ninja")):
+            return
+        assert proc.poll() is None, "the import ended before its build was seen"
+        time.sleep(0.02)
+    pytest.fail("no build started")
+
+
+def test_a_killed_build_blocks_nothing_and_two_first_imports_both_work(tmp_path):
+    extensions = tmp_path / "extensions"
+    folder = _folder(extensions)
+    first = _start(extensions)
+    _wait_for_build(first, folder)
+    os.killpg(first.pid, signal.SIGKILL)  # the import and its compiler, mid-build
+    first.communicate()
+    stem = device_guard.library_stem()
+    assert not (folder / f"{stem}.so").exists(), "a killed build left a library to load"
+    assert list(folder.glob(f"{stem}.build-*")), "the killed build's directory was left"
+
+    both = [_start(extensions), _start(extensions)]
+    for proc in both:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-4000:]
+        assert out.split(None, 1) == ["compiled", "[3.0, 3.0]\n"]
+    assert sorted(p.name for p in folder.iterdir()) == [f"{stem}.lock", f"{stem}.so"]
+
+
+def test_a_build_held_by_a_live_process_is_waited_for_then_explained(tmp_path):
+    extensions = tmp_path / "extensions"
+    folder = _folder(extensions)
+    folder.mkdir(parents=True)
+    lock_path = folder / f"{device_guard.library_stem()}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        proc = _start(extensions, TORCH_XLA_GUARD_BUILD_TIMEOUT="1")
+        out, err = proc.communicate(timeout=300)
+    assert f"process {os.getpid()} has been compiling the device guard for over 1 s" in err
+    assert f"still holds {lock_path}" in err and "TORCH_XLA_GUARD_BUILD_TIMEOUT" in err
+    # The import went on to the next route: PyTorch's Python guard serves xla:0 only, so
+    # xla:1 raises naming what held the build; without a Python guard, xla tensors raise.
+    assert proc.returncode != 0 and "none could be installed" in err
+    assert not list(folder.glob("*.so"))

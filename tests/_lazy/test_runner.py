@@ -1,0 +1,84 @@
+"""The program runner: the one place programs are compiled, cached, counted and explained."""
+import ast
+import pathlib
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import torch_xla.debug.metrics as met
+from torch_xla._lazy import runner
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "torch_xla"
+
+
+def _compile_sites(path):
+    """Lines of `path` that jit, lower, compile or export a program: `jax.jit`, `jit(...)`
+    imported from jax, `jax.export.export`, `<x>.lower(<args>)` and `<x>.compile(...)`
+    (but `re.compile`, `torch.compile` and the runner's own `runner.compile`)."""
+    sites = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jax"):
+            sites += [node.lineno for a in node.names if a.name in ("jit", "export")]
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        attr, base = node.func.attr, node.func.value
+        base_name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
+        dotted = ast.unparse(node.func)
+        if dotted in ("jax.jit", "jax.export.export") \
+                or (attr == "lower" and base_name != "runner" and (node.args or node.keywords)) \
+                or (attr == "compile" and base_name not in ("re", "torch", "runner")):
+            sites.append(node.lineno)
+    return sites
+
+
+def test_programs_are_compiled_only_by_the_runner():
+    found = {str(p.relative_to(PACKAGE)): lines for p in sorted(PACKAGE.rglob("*.py"))
+             if p.name != "runner.py" and (lines := _compile_sites(p))}
+    assert not found, f"compiled outside torch_xla/_lazy/runner.py: {found}"
+
+
+def test_the_site_finder_sees_each_kind_of_site(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import jax\nf = jax.jit(abs)\ng = f.lower(1)\nh = g.compile()\n"
+                      "import re\nr = re.compile('x')\ns = 'A'.lower()\n")
+    assert _compile_sites(source) == [2, 3, 4]
+
+
+def test_compile_caches_counts_and_times_each_program(monkeypatch):
+    monkeypatch.setenv("XLA_TEST_CACHE_SIZE", "2")
+    monkeypatch.setattr(runner, "_cache", runner.LRUCache("Program", "XLA_TEST_CACHE_SIZE", 100))
+    met.clear_all()
+    placement = runner.on_device(0)
+    explained = []
+    args = (np.ones(3, np.float32),)
+    for n in range(3):
+        key = ("test", n)
+        assert runner.lookup(key, placement) is None
+        program = runner.compile(lambda x, n=n: x * n, args, placement, key=key,
+                                 explain=lambda: explained.append(n))
+        assert runner.lookup(key, placement) is program
+        assert np.asarray(runner.execute(program, jnp.ones(3, jnp.float32))).tolist() == [n] * 3
+    assert runner.is_cached(program) and runner.cache_size() == 2
+    assert met.counter_value("UncachedCompile") == 3 and met.counter_value("CachedCompile") == 3
+    assert met.metric_data("CompileTime")[0] == 3 and met.metric_data("ExecuteTime")[0] == 3
+    assert met.counter_value("ProgramCacheEvictions") == 1
+    assert explained == []  # PT_XLA_DEBUG is not set
+
+
+def test_the_explanation_runs_under_pt_xla_debug(monkeypatch):
+    monkeypatch.setenv("PT_XLA_DEBUG", "1")
+    explained = []
+    runner.compile(lambda x: x + 1, (np.ones(2, np.float32),), runner.on_device(0),
+                   explain=lambda: explained.append(True))
+    assert explained == [True]
+
+
+@pytest.mark.parametrize("donate", [False, True])
+def test_donation_gives_the_first_arguments_buffers_to_the_program(donate):
+    import jax
+    x = jax.device_put(np.ones(4, np.float32), runner.on_device(0).device)
+    program = runner.compile(lambda a, b: (a[0] + b,), ((x,), x + 0), runner.on_device(0), donate=donate)
+    out, = runner.execute(program, (x,), x + 1)
+    assert np.asarray(out).tolist() == [3.0] * 4
+    assert x.is_deleted() is donate

@@ -1,0 +1,66 @@
+"""call_jax: a jax function as one op of the lazy graph, fused into the step's program,
+specialised once per function and argument signature."""
+import jax
+import jax.numpy as jnp
+import torch
+
+import torch_xla
+import torch_xla.core.xla_builder as xb
+from tests.compare import assert_same, check, compiles
+
+
+def _sin_plus(a, b):
+    return a + jnp.sin(b)
+
+
+def test_values_and_pytrees(dev):
+    a, b = torch.randn(3, 3), torch.randn(3, 3)
+
+    def f(a, b):
+        if a.device.type == "xla":
+            return xb.call_jax(lambda d: {"s": _sin_plus(d["a"], d["b"]), "p": d["a"] @ d["b"]},
+                               ({"a": a, "b": b},))
+        return {"p": a @ b, "s": a + torch.sin(b)}  # (jax orders dict keys)
+    check(f, a, b)
+
+
+def test_static_arguments_specialise(dev):
+    a = torch.ones(2, device=dev)
+
+    def f(x, scale, dtype, none):
+        assert none is None
+        return (x * scale).astype(dtype)
+    before = xb._jax_to_xla_computation_cache_elements()
+    outs = [xb.call_jax(f, (a, s, torch.int32), {"none": None}) for s in (2.0, 3.0, 2.0)]
+    assert xb._jax_to_xla_computation_cache_elements() - before == 2
+    assert_same(outs, [torch.tensor([2, 2], dtype=torch.int32), torch.tensor([3, 3], dtype=torch.int32),
+                       torch.tensor([2, 2], dtype=torch.int32)])
+
+
+def test_fused_into_the_step_program_and_compiled_once(dev):
+    counts, before = [], compiles()
+    for step in range(3):
+        x = torch.full((4,), float(step), device=dev)
+        y = xb.call_jax(_sin_plus, (x * 2, x)) + 1  # torch ops before and after
+        torch_xla.sync()
+        counts.append(compiles())
+        assert_same(y, torch.full((4,), float(step)) * 2 + torch.sin(torch.full((4,), float(step))) + 1)
+    assert counts[0] - before == 1  # one program: the jax function is in the step's
+    assert counts[2] == counts[1]   # the steady loop compiles nothing new
+
+
+def test_call_jax_with_grad_matches_torch(dev):
+    a, b = torch.randn(3, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+
+    def f(a, b):
+        if a.device.type == "xla":
+            return xb.call_jax_with_grad(lambda a, b: jnp.tanh(a @ b), (a, b))
+        return torch.tanh(a @ b)
+    check(f, a, b, grads=True)
+
+
+def test_jax_grad_called_through_call_jax(dev):
+    a, b = torch.randn(3, 3), torch.randn(3, 3)
+    ga, gb = xb.call_jax(jax.grad(lambda a, b: jnp.sum(a + jnp.sin(b)), argnums=(0, 1)),
+                         (a.to(dev), b.to(dev)))
+    assert_same([ga, gb], [torch.ones(3, 3), torch.cos(b)])

@@ -1,0 +1,110 @@
+"""FSDPv1 (`XlaFullyShardedDataParallel`) and ZeRO-1 (`ZeroRedundancyOptimizer`): on one
+device in this process, and on 4 DataParallel threads in one subprocess
+(tests/distributed/_fsdp_main.py: losses and parameters against the whole batch on the CPU,
+nested, checkpointed, dim-0 sharding with clipping, no_sync, compile counts)."""
+import copy
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+from torch_xla.distributed.fsdp import (XlaFullyShardedDataParallel as FSDP, always_wrap_policy,
+                                        consolidate_sharded_model_checkpoints)
+from torch_xla.distributed.fsdp.consolidate_sharded_ckpts import main as consolidate_main
+from torch_xla.distributed.zero_redundancy_optimizer import ZeroRedundancyOptimizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_four_replicas_train_as_one_model_on_the_whole_batch():
+    env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "tests.distributed._fsdp_main"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    lines = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ok ")]
+    assert lines == ["root", "nested", "compiles", "checkpointed", "dim0+clip", "no_sync", "zero1"], proc.stdout
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2))
+
+
+def test_only_shards_are_parameters_and_the_module_is_reachable(dev):
+    model = FSDP(_mlp(), auto_wrap_policy=always_wrap_policy)
+    names = [n for n, _ in model.named_parameters()]
+    assert len(names) == 4 and all("_fsdp_shard" in n for n in names)
+    assert all(p._is_sharded and p.device == dev and p.dim() == 1 for p in model.parameters())
+    assert isinstance(model.module.module, nn.Sequential)  # what transformers unwraps
+    assert [n for n, _ in model.get_original_names_and_sharded_parameters()] == [
+        "0.weight", "0.bias", "2.weight", "2.bias"]
+    with pytest.raises(RuntimeError, match="already wrapped with FSDP"):
+        FSDP(model)
+    with pytest.raises(RuntimeError, match="must define a `forward`"):
+        FSDP(nn.ModuleList([nn.Linear(2, 2)]))
+    with pytest.raises(NotImplementedError, match="flatten_parameters=True"):
+        FSDP(_mlp(), flatten_parameters=True)
+
+
+def test_checkpoint_files_consolidate_into_the_unwrapped_state_dict(dev, tmp_path, capsys):
+    ref = _mlp()
+    model = FSDP(copy.deepcopy(ref), auto_wrap_policy=always_wrap_policy)
+    xm.save({"model": model.state_dict(), "shard_metadata": model.get_shard_metadata()},
+            str(tmp_path / "rank-0-of-1.pth"))
+    full, path = consolidate_sharded_model_checkpoints(str(tmp_path / "rank-"), "*-of-1.pth")
+    assert path == str(tmp_path / "rank-_consolidated.pth")
+    torch.testing.assert_close(dict(full), ref.state_dict())
+    consolidate_main(["--ckpt_prefix", str(tmp_path / "rank-"), "--ckpt_suffix", "*-of-1.pth",
+                      "--save_path", str(tmp_path / "full.pth")])
+    torch.testing.assert_close(dict(torch.load(tmp_path / "full.pth")["model"]), ref.state_dict())
+    loaded = FSDP(_mlp().apply(lambda m: nn.init.zeros_(m.weight) if isinstance(m, nn.Linear) else None),
+                  auto_wrap_policy=always_wrap_policy)
+    loaded.load_state_dict(model.state_dict())
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(loaded(x.to(dev)).cpu(), ref(x))
+
+
+def test_steady_training_compiles_once_and_matches_the_cpu(dev):
+    ref = _mlp()
+    model = FSDP(copy.deepcopy(ref), auto_wrap_policy=always_wrap_policy, compute_dtype=torch.float32)
+    opt, ref_opt = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(ref.parameters(), lr=0.1)
+    x, y = torch.randn(6, 3), torch.randn(6, 2)
+    compiles = []
+    for _ in range(4):
+        loss = nn.functional.mse_loss(model(x.to(dev)), y.to(dev))
+        loss.backward()
+        model.clip_grad_norm_(0.5)
+        opt.step()
+        opt.zero_grad()
+        xm.mark_step()
+        compiles.append(met.counter_value("UncachedCompile"))
+        ref_loss = nn.functional.mse_loss(ref(x), y)
+        ref_loss.backward()
+        nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+        ref_opt.step()
+        ref_opt.zero_grad()
+        assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-5)
+    assert compiles[-1] == compiles[-2] == compiles[-3], compiles
+
+
+def test_zero1_steps_as_the_plain_optimizer(dev):
+    ref = _mlp()
+    model = copy.deepcopy(ref).to(dev)
+    opt = ZeroRedundancyOptimizer(model.parameters(), torch.optim.SGD, lr=0.1, momentum=0.9, grad_clipping=False)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(6, 3), torch.randn(6, 2)
+    for _ in range(3):
+        nn.functional.mse_loss(model(x.to(dev)), y.to(dev)).backward()
+        opt.step()
+        opt.zero_grad()
+        xm.mark_step()
+        nn.functional.mse_loss(ref(x), y).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    torch.testing.assert_close(xm._maybe_convert_to_cpu(model.state_dict()), ref.state_dict())
+    assert set(opt.state_dict()) >= {"state", "param_groups", "base_state", "shape_info"}

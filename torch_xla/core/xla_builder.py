@@ -1,0 +1,88 @@
+"""torch_xla.core.xla_builder: calling jax functions from PyTorch/XLA code (`call_jax`).
+
+`call_jax(fn, args, kwargs)` records `fn`, a jax function, as one op of the lazy graph:
+its XLA tensor arguments (anywhere in the `args`/`kwargs` pytree) become the op's inputs,
+its other arguments are static (each value specialises `fn`), and its outputs (any pytree
+of arrays) come back as XLA tensors. `fn` is traced into the step's program where the op
+stands, with the ops around it: no program of its own, no copy. As in torch_xla, the
+specialisation is cached per `id(fn)` (or `override_hash`) and jax's configuration, then
+per the arguments' shapes, dtypes, static values and tree structure.
+"""
+from typing import Any, Optional
+
+import jax
+import torch
+from jax._src import config as _jax_config
+
+from .._lazy import jax_functions
+
+
+class _Specialized:
+    """`fn` specialised to one argument signature: its callee and output tree."""
+    __slots__ = ("callee", "out_tree")
+
+    def __init__(self, fn, leaves, treedef, tensor_pos):
+        def flat(*arrays):
+            full = list(leaves)
+            for pos, a in zip(tensor_pos, arrays):
+                full[pos] = a
+            args, kwargs = jax.tree.unflatten(treedef, full)
+            out_leaves, self.out_tree = jax.tree.flatten(fn(*args, **kwargs))
+            return tuple(out_leaves)
+        avals = [(tuple(leaves[p].shape), leaves[p].dtype) for p in tensor_pos]
+        self.callee = jax_functions.Callee(flat, avals, name=getattr(fn, "__name__", "jax"))
+
+
+class JaxCallable:
+    """One jax function's specialisations (`_cache`), keyed by the argument signature."""
+
+    def __init__(self, fn, differentiable=False):
+        self._fn, self._differentiable = fn, differentiable
+        self._cache = {}
+
+    def __call__(self, *args, **kwargs):
+        leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=lambda x: x is None)
+        tensor_pos = tuple(i for i, a in enumerate(leaves) if isinstance(a, torch.Tensor))
+        static = tuple(None if i in tensor_pos else a for i, a in enumerate(leaves))
+        signature = tuple((tuple(leaves[p].shape), leaves[p].dtype) for p in tensor_pos)
+        key = (tensor_pos, signature, static, treedef)
+        spec = self._cache.get(key)
+        if spec is None:
+            static_leaves = [jax_functions.to_jax_value(a) for a in leaves]
+            spec = self._cache[key] = _Specialized(self._fn, static_leaves, treedef, tensor_pos)
+        run = jax_functions.apply if self._differentiable else jax_functions.call
+        outs = run(spec.callee, [leaves[p] for p in tensor_pos])
+        return jax.tree.unflatten(spec.out_tree, outs)
+
+
+_JAX_TO_XLA_COMPUTATION_CACHE = jax_functions.SPECIALIZED  # also the gradients' (assume_pure)
+
+
+def _jax_to_xla_computation_cache_elements() -> int:
+    """How many specialisations of jax functions `call_jax` holds."""
+    return sum(len(c._cache) for c in _JAX_TO_XLA_COMPUTATION_CACHE.values())
+
+
+def call_jax(jax_func, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]] = None,
+             name=None, override_hash=None):
+    """Calls jax function `jax_func` on `args` and `kwargs`, whose XLA tensors it receives
+    as jax arrays, inside the lazy graph; returns its outputs as XLA tensors (the same
+    pytree). `jax_func` must be traceable by `jax.jit`. Define it once (not anew each
+    step), or pass `override_hash`: the cache is keyed by its id."""
+    return _callable(jax_func, override_hash, False)(*args, **(kwargs or {}))
+
+
+def call_jax_with_grad(jax_func, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]] = None,
+                       override_hash=None):
+    """`call_jax` with autograd (this package's addition): gradients flow to the XLA tensor
+    arguments that require them, through jax's vjp of `jax_func` (the backward one more op
+    of the graph, reading the residuals the forward saved)."""
+    return _callable(jax_func, override_hash, True)(*args, **(kwargs or {}))
+
+
+def _callable(jax_func, override_hash, differentiable):
+    key = (override_hash or id(jax_func), _jax_config.trace_context(), differentiable)
+    callable_ = _JAX_TO_XLA_COMPUTATION_CACHE.get(key)
+    if callable_ is None:
+        callable_ = _JAX_TO_XLA_COMPUTATION_CACHE[key] = JaxCallable(jax_func, differentiable)
+    return callable_

@@ -1,0 +1,73 @@
+"""torch_xla.experimental.scan: `scan(fn, init, xs)` as one XLA loop (`lax.scan`).
+
+`fn(carry, x) -> (new_carry, y)` is traced once, lazily, on placeholders (`_lazy/traced`),
+and the loop over the leading dim of `xs` is one op of the graph (`_lazy/loops`): the
+program holds the body once, whatever the length. Gradients flow to `init`, `xs` and the
+tensors `fn` closes over (a module's parameters). `partition_fn` other than
+`default_partition` (e.g. `min_cut_rematerialization_partition`) makes the backward
+recompute each iteration's forward (`jax.checkpoint`) instead of saving its activations.
+With `is_fn_pure=True` the trace is kept per `fn` and argument signature and not redone.
+"""
+from typing import Callable, TypeVar
+from weakref import WeakKeyDictionary
+
+from functorch.compile import default_partition  # type: ignore
+from torch.utils._pytree import tree_flatten, tree_iter, tree_unflatten
+
+from .._lazy import loops, traced
+
+Carry = TypeVar("Carry")
+X = TypeVar("X")
+Y = TypeVar("Y")
+
+# fn -> {argument signature: its trace}, for functions scanned with is_fn_pure=True
+_SCAN_COMPUTATION_CACHE = WeakKeyDictionary()
+
+
+def tree_flatten_none(pytree):
+    """`tree_flatten` that keeps the `None`s out of the leaves: (leaves, a function that
+    rebuilds the tree from them)."""
+    flat, spec = tree_flatten(pytree)
+    kept = [v for v in flat if v is not None]
+
+
+    def unflatten(leaves):
+        it = iter(leaves)
+        return tree_unflatten([None if v is None else next(it) for v in flat], spec)
+    return kept, unflatten
+
+
+def _body(fn, init, xs, is_fn_pure):
+    if not is_fn_pure:
+        return loops.trace_scan_body(fn, init, xs)
+    key, _ = traced.signature((init, xs), None)
+    per_fn = _SCAN_COMPUTATION_CACHE.setdefault(fn, {})
+    body = per_fn.get(key)
+    if body is None:
+        body = per_fn[key] = loops.trace_scan_body(fn, init, xs)
+    return body
+
+
+def scan(fn: Callable[[Carry, X], tuple[Carry, Y]], init: Carry, xs: X,
+         partition_fn=default_partition, is_fn_pure: bool = False) -> tuple[Carry, Y]:
+    """Applies `fn` over the leading dimension of `xs` carrying `init` along: as
+
+        carry = init
+        for i in range(len(xs)):
+            carry, y_i = fn(carry, xs[i])
+        return carry, stack(ys)
+
+    (`xs` and the carry and `y` may be pytrees), as one XLA loop."""
+    if not callable(fn):
+        raise ValueError(f"`fn` {fn} must be callable.")
+    length = None
+    for leaf in tree_iter(xs):
+        if length is None:
+            length = len(leaf)
+        if len(leaf) != length:
+            raise ValueError("The leaves of the `xs` input PyTree must have the same leading "
+                             f"dimension size. Got {length} and {len(leaf)}")
+    if length is None:
+        raise ValueError(f"`xs` {xs} is an empty PyTree.")
+    body = _body(fn, init, xs, is_fn_pure)
+    return loops.scan(body, init, xs, remat=partition_fn is not default_partition)
