@@ -37,11 +37,10 @@ def normalize_groups(groups, world, equal_sizes=False):
     return out
 
 
-def _group_size(groups, world, name, count, what):
+def _check_group_size(groups, world, name, count, what):
     size = len(groups[0]) if groups else world
     if count != size:
         raise ValueError(f"{name}: {what} {count} must be the group size ({size})")
-    return size
 
 
 def _check_reduce_type(reduce_type):
@@ -72,7 +71,7 @@ def _all_gather_shapes(world, x, dim, groups):
 def _reduce_scatter_shapes(world, x, reduce_type, scale, dim, shard_count, groups):
     _check_reduce_type(reduce_type)
     groups = normalize_groups(groups, world, equal_sizes=True)
-    _group_size(groups, world, "reduce_scatter", shard_count, "shard_count")
+    _check_group_size(groups, world, "reduce_scatter", shard_count, "shard_count")
     _divides("reduce_scatter", x.shape, dim, shard_count)
     shape = list(x.shape)
     shape[dim] //= shard_count
@@ -81,7 +80,7 @@ def _reduce_scatter_shapes(world, x, reduce_type, scale, dim, shard_count, group
 
 def _all_to_all_shapes(world, x, split_dim, concat_dim, split_count, groups):
     groups = normalize_groups(groups, world, equal_sizes=True)
-    _group_size(groups, world, "all_to_all", split_count, "split_count")
+    _check_group_size(groups, world, "all_to_all", split_count, "split_count")
     _divides("all_to_all", x.shape, split_dim, split_count)
     shape = list(x.shape)
     shape[split_dim] //= split_count
@@ -101,7 +100,7 @@ def _c10d_all_reduce_shapes(world, x, reduce_op, group_name):
 
 
 def _c10d_all_gather_shapes(world, x, group_size, group_name):
-    _group_size(None, world, "all_gather_into_tensor", group_size, "group_size")
+    _check_group_size(None, world, "all_gather_into_tensor", group_size, "group_size")
     return [(x.shape[0] * group_size,) + tuple(x.shape[1:])]
 
 
