@@ -76,3 +76,12 @@ def two_replicas(tmp_path_factory):
 def test_on_two_processes(two_replicas, check):
     errors = two_replicas[check]
     assert errors == [None, None], "\n".join(e for e in errors if e)
+
+
+def test_channel_id_and_global_device_ids_are_taken_as_torch_xla_takes_them(dev):
+    x = torch.arange(4.0, device=dev).reshape(2, 2)
+    gathered = xm.all_gather(x, dim=0, groups=[[0]], channel_id=1, use_global_device_ids=True)
+    scattered = xm.reduce_scatter("sum", x, 0.5, 1, 1, groups=[[0]], channel_id=1,
+                                  use_global_device_ids=True)
+    torch.testing.assert_close(gathered.cpu(), torch.arange(4.0).reshape(2, 2))
+    torch.testing.assert_close(scattered.cpu(), torch.arange(4.0).reshape(2, 2) * 0.5)

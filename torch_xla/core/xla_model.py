@@ -270,9 +270,12 @@ def _into(output, result):
     return output
 
 
-def all_gather(value, dim=0, groups=None, output=None, pin_layout=True):
+def all_gather(value, dim=0, groups=None, output=None, pin_layout=True, channel_id=None,
+               use_global_device_ids=None):
     """The `value`s of the replicas of this replica's group, concatenated along `dim`. A list
-    of tensors (with `pin_layout=False`, as in torch_xla) gives the list of their gathers."""
+    of tensors (with `pin_layout=False`, as in torch_xla) gives the list of their gathers.
+    `channel_id` and `use_global_device_ids` change nothing here: a replica's ordinal is its
+    global device id, and the collective is in the one program of every replica."""
     if isinstance(value, (list, tuple)):
         if pin_layout:
             raise RuntimeError("For xm.all_gather with list of tensors input, pin_layout=True is not yet supported.")
@@ -285,9 +288,10 @@ def all_gather(value, dim=0, groups=None, output=None, pin_layout=True):
 
 
 def reduce_scatter(reduce_type, input, scale, scatter_dim, shard_count, groups=None, output=None,
-                   pin_layout=True):
+                   pin_layout=True, channel_id=None, use_global_device_ids=None):
     """Reduces `input` over the group, and keeps this replica's shard of `scatter_dim` (a list
-    of inputs gives a list of results)."""
+    of inputs gives a list of results). `channel_id` and `use_global_device_ids` as in
+    `all_gather`."""
     if isinstance(input, (list, tuple)):
         outputs = output if output is not None else [None] * len(input)
         return [reduce_scatter(reduce_type, t, scale, scatter_dim, shard_count, groups, o)
