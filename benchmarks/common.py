@@ -133,6 +133,37 @@ def pytorch_floor(jax_step_fn, floor_steps, blocks, steps_per_block):
         torch.set_num_threads(threads)
 
 
+_peak = []
+
+
+def matmul_peak(n=2048):
+    """This machine's matmul FLOP/s as XLA reaches it: a float32 n×n `jnp.dot` on jax's
+    default device, best of 5 (measured once per process, in the same run as the step)."""
+    if not _peak:
+        import jax.numpy as jnp
+        a = jnp.ones((n, n), jnp.float32)
+        dot = jax.jit(jnp.dot)
+        dot(a, a).block_until_ready()
+        _peak.append(2 * n ** 3 / best_of(lambda: dot(a, a).block_until_ready(), 5))
+    return _peak[0]
+
+
+def program_flops(compiled) -> float:
+    """The floating-point operations of one run of a compiled program (XLA's cost analysis)."""
+    cost = compiled.cost_analysis()
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0]
+    return float(cost.get("flops", 0.0))
+
+
+def flop_rate(flops, step_seconds):
+    """The step's achieved FLOP/s (`flops` per step in `step_seconds`) and its fraction of
+    `matmul_peak()`."""
+    rate = flops / step_seconds
+    return {"gflop_per_s": rate / 1e9, "peak_gflop_per_s": matmul_peak() / 1e9,
+            "of_peak": rate / matmul_peak()}
+
+
 def live_device_bytes():
     return sum(a.nbytes for a in jax.live_arrays())
 
@@ -155,7 +186,7 @@ def live_bytes_at_launch(step, sync):
     step's gradients in `zero_grad`, before its program runs): one step, instrumented."""
     from torch_xla._lazy import execution
     seen, execute = [], execution._execute
-    execution._execute = lambda w: (seen.append(live_device_bytes()), execute(w))[1]
+    execution._execute = lambda *a: (seen.append(live_device_bytes()), execute(*a))[1]
     try:
         step()
         sync()
@@ -211,7 +242,8 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     ours()
     xm.wait_device_ops()
     live = live_bytes_at_launch(ours, xm.wait_device_ops) - before
-    ours_mem = peak_step_bytes(last_torch_xla_program(), live)
+    ours_program = last_torch_xla_program()
+    ours_mem = peak_step_bytes(ours_program, live)
     before = live_device_bytes()
     jstep, jsync, jcompile = jax_step_fn()
     jstep()
@@ -229,6 +261,7 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
     eager_t = steady_time(eager, lambda: None, warmup=2, blocks=3, steps_per_block=eager_steps)
     report(name, {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3, "eager_cpu_ms": eager_t * 1e3,
                   "ours/jax": ratio, "ours_best/jax_best": ours_t / jax_t,
-                  "ours/eager": ours_t / eager_t, **compiled, **floor, **first_steps(name),
+                  "ours/eager": ours_t / eager_t, **flop_rate(program_flops(ours_program), ours_t),
+                  **compiled, **floor, **first_steps(name),
                   "peak_ours_mb": ours_mem / 2**20, "peak_jax_mb": jax_mem / 2**20,
                   "peak_ratio": ours_mem / jax_mem})

@@ -44,6 +44,37 @@ def torch_step_fn(device, xla, sizes=SIZES, batch=BATCH):
     return step
 
 
+def new_batch_step(device):
+    """The training step (ours) on inputs of any batch size: (step(x, y), inputs(batch))."""
+    model = torch_model().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+
+    def step(x, y):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        xm.optimizer_step(opt)
+
+    def inputs(batch):
+        return (torch.randn(batch, SIZES[0]).to(device),
+                torch.randint(0, SIZES[-1], (batch,)).to(device))
+    return step, inputs
+
+
+def jax_new_batch_step():
+    """The JAX step and its arguments for a batch size: (train(params, bufs, x, y), args(batch))."""
+    params, bufs, _, _ = jax_data()
+
+    def train(params, bufs, x, y):
+        loss, grads = jax.value_and_grad(jax_loss)(params, x, y)
+        return (*jax_momentum_update(params, bufs, grads), loss)
+
+    def args(batch):
+        key = jax.random.PRNGKey(batch)
+        return (params, bufs, jax.random.normal(key, (batch, SIZES[0]), jnp.float32),
+                jax.random.randint(key, (batch,), 0, SIZES[-1]))
+    return train, args
+
+
 def compiled_step_fn(device, sizes=SIZES, batch=BATCH, backend="openxla"):
     model, opt, x, y = _training(device, sizes, batch)
     return compiled_step(model, opt, lambda m: nn.functional.cross_entropy(m(x), y), backend)

@@ -24,7 +24,7 @@ import jax  # noqa: E402
 import torch  # noqa: E402
 
 import torch_xla.core.xla_model as xm  # noqa: E402
-from common import best_of, report  # noqa: E402
+from common import best_of, flop_rate, last_torch_xla_program, program_flops, report  # noqa: E402
 from torch_xla._lazy import compiler  # noqa: E402
 from torch_xla._lazy.tensor import live_values  # noqa: E402
 
@@ -97,12 +97,14 @@ def main():
     xm.mark_step()
     xm.wait_device_ops()
     exec_t = w.exec_time()
+    flops = program_flops(last_torch_xla_program())
     n = 10
     w.launches.clear()
     step_t = best_of(steps(w, n), repeat=7) / n
     launches = sorted(w.launches)
     serial_t = best_of(steps(w, n, wait_each=True), repeat=7) / n
-    report("overlap", {"matmuls": w.matmuls, "trace_ms": trace_t * 1e3, "exec_ms": exec_t * 1e3,
+    report("overlap", {"matmuls": w.matmuls, **flop_rate(flops, step_t),
+                       "trace_ms": trace_t * 1e3, "exec_ms": exec_t * 1e3,
                        "step_ms": step_t * 1e3, "serial_ms": serial_t * 1e3,
                        "launch_ms": launches[len(launches) // 2] * 1e3,
                        "step/max": step_t / max(trace_t, exec_t),

@@ -10,7 +10,8 @@ import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 TABLE = HERE.parent / "BENCHMARKS.md"
-SCRIPTS = ["mlp.py", "transformer.py", "cnn.py", "tracing.py", "overlap.py", "spmd_fsdp.py"]
+SCRIPTS = ["mlp.py", "transformer.py", "cnn.py", "tracing.py", "overlap.py", "spmd_fsdp.py", "eager.py",
+           "loops.py"]
 BEGIN, END = "<!-- table:begin -->", "<!-- table:end -->"
 TARGETS = {"ours/jax": 1.15, "ours/eager": 1.0, "first_ratio": 1.3, "peak_ratio": 1.3, "per_op_us": 7.0,
            "compiled/jax": 1.1, "mark_step_ms": 0.2, "step/max": 1.2}

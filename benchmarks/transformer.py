@@ -20,9 +20,10 @@ class Block(nn.Module):
         self.fc1, self.fc2 = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
 
     def forward(self, x):
-        q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        b = x.shape[0]
+        q, k, v = self.qkv(self.ln1(x)).view(b, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
+        x = x + self.proj(a.transpose(1, 2).reshape(b, T, D))
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
@@ -82,6 +83,7 @@ def jax_params(key):
 
 
 def jax_loss(p, x, y):
+    B = x.shape[0]  # noqa: N806
     h = p["emb"][x] + p["pos"]
     mask = jnp.tril(jnp.ones((T, T), bool))
     for blk in p["blocks"]:
@@ -98,6 +100,45 @@ def jax_loss(p, x, y):
     return -jnp.mean(jnp.take_along_axis(logp, y.reshape(-1, 1), 1))
 
 
+def new_batch_step(device):
+    """The training step (ours) on inputs of any batch size: (step(x, y), inputs(batch))."""
+    torch.manual_seed(0)
+    model = LM().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+
+    def step(x, y):
+        opt.zero_grad()
+        F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1)).backward()
+        xm.optimizer_step(opt)
+
+    def inputs(batch):
+        tokens = torch.randint(0, V, (batch, T + 1)).to(device)
+        return tokens[:, :-1], tokens[:, 1:]
+    return step, inputs
+
+
+def _adamw(p, m, v, t, g):
+    t = t + 1
+    m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+    v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+    c1, c2 = 1 - 0.9 ** t, 1 - 0.999 ** t
+    p = jax.tree.map(lambda p, m, v: p * (1 - LR * 0.01) - LR * (m / c1) / (jnp.sqrt(v / c2) + 1e-8), p, m, v)
+    return p, m, v, t
+
+
+def jax_new_batch_step():
+    """The JAX step and its arguments for a batch size: (train(p, m, v, t, tokens), args(batch))."""
+    key = jax.random.PRNGKey(0)
+    params = jax_params(key)
+    zeros = lambda: jax.tree.map(jnp.zeros_like, params)  # noqa: E731
+    state = (params, zeros(), zeros(), jnp.zeros((), jnp.float32))
+
+    def train(p, m, v, t, tokens):
+        loss, g = jax.value_and_grad(jax_loss)(p, tokens[:, :-1], tokens[:, 1:])
+        return (*_adamw(p, m, v, t, g), loss)
+    return train, lambda batch: (*state, jax.random.randint(key, (batch, T + 1), 0, V))
+
+
 def jax_step_fn():
     key = jax.random.PRNGKey(0)
     params = jax_params(key)
@@ -107,12 +148,7 @@ def jax_step_fn():
 
     def train(p, m, v, t, tokens):
         loss, g = jax.value_and_grad(jax_loss)(p, tokens[:, :-1], tokens[:, 1:])
-        t = t + 1
-        m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
-        v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
-        c1, c2 = 1 - 0.9 ** t, 1 - 0.999 ** t
-        p = jax.tree.map(lambda p, m, v: p * (1 - LR * 0.01) - LR * (m / c1) / (jnp.sqrt(v / c2) + 1e-8), p, m, v)
-        return p, m, v, t, loss
+        return (*_adamw(p, m, v, t, g), loss)
     train = jax.jit(train, donate_argnums=(0, 1, 2))
 
     def step():

@@ -18,28 +18,32 @@ STAGES = (
     ("torch_xla._lazy.device", "torch_xla._lazy.inplace", "torch_xla._lazy.serialization",
      "torch_xla._lazy.module_conversion", "torch_xla._lazy.packed_sequences",
      "torch_xla._lazy.out_arguments"),
-    ("torch_xla._lazy.engine_ops", "torch_xla._lazy.collectives", "torch_xla._lazy.sharding",
-     "torch_xla._lazy.value_checks", "torch_xla._lazy.loops"),
+    ("torch_xla._lazy.engine_ops", "torch_xla._lazy.replicas.collective_ops",
+     "torch_xla._lazy.spmd.mark_sharding", "torch_xla._lazy.value_checks", "torch_xla._lazy.loops",
+     "torch_xla._lazy.dlpack", "torch_xla._lazy.ready"),
     ("torch_xla._lazy.traced",),
     ("torch_xla._lazy.jax_functions",),
     ("torch_xla._lazy.dispatch",),
-    ("torch_xla._lazy.meta", "torch_xla._lazy.fallback"),
+    ("torch_xla._lazy.meta", "torch_xla._lazy.fallback", "torch_xla._lazy.eager"),
     ("torch_xla._lazy.graph_capture.compiled", "torch_xla._lazy.graph_capture.export",
      "torch_xla._lazy.graph_capture.dynamo_config"),
     ("torch_xla._lazy.graph_capture", "torch_xla._lazy.graph_capture.decompose"),
     ("torch_xla._lazy.graph_capture.fx_lowering",),
     ("torch_xla._lazy.execution", "torch_xla._lazy.graph_dump"),
-    ("torch_xla._lazy.spmd_program", "torch_xla._lazy.graph_cache"),
-    ("torch_xla._lazy.manual", "torch_xla._lazy.subgraph"),
+    ("torch_xla._lazy.spmd.program", "torch_xla._lazy.graph_cache"),
+    ("torch_xla._lazy.spmd.manual_regions", "torch_xla._lazy.subgraph"),
     ("torch_xla._lazy.compiler",),
-    ("torch_xla._lazy.lowering",),  # and every module under it
-    ("torch_xla._lazy.tensor", "torch_xla._lazy.replicated"),
-    ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.spmd", "torch_xla._lazy.op_rules"),
-    ("torch_xla._lazy.runner", "torch_xla._lazy.debug"),
+    ("torch_xla._lazy.lowering",  # and every module under it
+     "torch_xla._lazy.spmd.constraint_lowering", "torch_xla._lazy.replicas.collective_lowering"),
+    ("torch_xla._lazy.tensor", "torch_xla._lazy.replicas.program"),
+    ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.spmd.layout",
+     "torch_xla._lazy.op_rules"),
+    ("torch_xla._lazy.runner", "torch_xla._lazy.compile_explanation"),
     ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics", "torch_xla._lazy.caches",
-     "torch_xla._lazy.frames", "torch_xla._lazy.user_code"),
+     "torch_xla._lazy.frames", "torch_xla._lazy.user_code", "torch_xla._lazy.kernel_libraries"),
     ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat"),
     ("torch_xla._lazy.guard_build",),
+    WINGS := ("torch_xla._lazy.spmd", "torch_xla._lazy.replicas"),  # imported by their modules
 )
 ENGINE = "torch_xla._lazy"
 
@@ -139,3 +143,13 @@ def test_engine_imports_go_down_the_stages():
 def test_module_is_short(name):
     lines = len(MODULES[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{name}: {lines} lines (at most {MAX_LINES}: split it by what it does)"
+
+
+@pytest.mark.parametrize("wing", WINGS)
+def test_a_wing_is_one_folder_of_sub_stages(wing):
+    """A feature's wing (SPMD, the replicas) is a folder whose modules sit on the stages of
+    the flow they serve (its sub-stages, listed in STAGES); its package imports nothing,
+    so that importing one of its modules brings no other stage with it."""
+    members = sorted(m for m in MODULES if _is_ancestor(wing, m))
+    assert members and all(_stage(m) is not None and _stage(m) < _stage(wing) for m in members)
+    assert not IMPORTS[wing], f"{wing} imports {sorted(IMPORTS[wing])}"

@@ -11,14 +11,16 @@ import torch
 
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
-from torch_xla._lazy import manual as _manual
-from torch_xla._lazy import collectives as _coll
+from torch_xla._lazy.spmd import manual_regions as _manual
+from torch_xla._lazy.replicas import collective_ops as _coll
+from torch_xla._lazy import ready as _ready
+from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import metrics as _metrics
 from torch_xla._lazy.lowering import linalg as _linalg, precision as _precision
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
 from torch_xla._lazy import runtime as _runtime
-from torch_xla._lazy import sharding as _sharding
-from torch_xla._lazy import spmd as _spmd
+from torch_xla._lazy.spmd import mark_sharding as _sharding
+from torch_xla._lazy.spmd import layout as _spmd
 from torch_xla._lazy import tensor as _tensor
 
 
@@ -141,6 +143,25 @@ def _xla_wait_device_ops(devices=()) -> None:
     _execution.wait_device_ops()
 
 
+def _get_xla_tensor_debug_info(t) -> str:
+    """What the engine holds for tensor `t`: shape, pending node (`IR:`) or buffer (`XLAData:`)."""
+    return _graph_dump.tensor_debug_info(t)
+
+
+def _on_ready_callback(t, callback) -> None:
+    """Calls `callback()` from another thread once `t`'s buffer is computed."""
+    _ready.on_ready(t, callback)
+
+
+def _set_use_eager_mode(enable: bool) -> None:
+    """Eager mode on or off (`torch_xla.experimental.eager_mode`)."""
+    _eager.set_enabled(enable)
+
+
+def _get_use_eager_mode() -> bool:
+    return _eager.enabled()
+
+
 def _xla_metrics_report() -> str:
     return _metrics.metrics_report()
 
@@ -180,7 +201,7 @@ def _get_xla_sharding_specs(tensors) -> list:
 class OpSharding:
     """XLA's OpSharding: a layout over the devices, as torch_xla's scripts pass one around.
     Built from torch_xla's arguments (`OpSharding(tile_assignment, group_assignment,
-    replication_groups, sharding_type)`: see `_lazy.spmd.from_tile_assignment`), or got
+    replication_groups, sharding_type)`: see `_lazy.spmd.layout.from_tile_assignment`), or got
     from a mesh (`Mesh.get_op_sharding`) or a tensor (`_get_xla_op_sharding`)."""
     __slots__ = ("sharding", "rank")
 

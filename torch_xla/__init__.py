@@ -4,6 +4,7 @@
 a graph that XLA compiles once and replays. As in torch_xla, it also makes
 `torch_xla.runtime`, `torch_xla.core.xla_model` and `torch_xla._XLAC` reachable.
 """
+import os as _os
 
 from . import _lazy  # noqa: F401  (installs the device)
 from .amp import autocast_mode as _autocast_mode
@@ -18,3 +19,6 @@ from .core import xla_model as xm  # noqa: F401,E402  (torch_xla.xm, as in torch
 from .distributed import xla_backend  # noqa: F401,E402  (registers the 'xla' torch.distributed backend)
 from .experimental import gru as _gru  # noqa: E402
 _gru.patch_torch_gru()  # torch.nn.GRU runs as a scan on XLA tensors, as in torch_xla
+
+if _os.environ.get("XLA_USE_EAGER_DEBUG_MODE", "0") == "1":  # eager mode from the start
+    experimental.eager_mode(True)

@@ -120,15 +120,21 @@ def compile(f=None, full_graph: bool = False, name: str = None, max_different_gr
 
     @contextlib.contextmanager
     def region():
-        sync()
-        before = _executions()
-        yield
-        ran = _executions() - before
-        if counts is not None:
-            counts.add(_XLAC._get_graph_hash([]), name or "region")
-        sync()
+        eager = _XLAC._get_use_eager_mode()
+        _XLAC._set_use_eager_mode(False)  # the function is traced, in eager mode too
+        try:
+            sync()
+            before = _executions()
+            yield
+            ran = _executions() - before
+            if counts is not None:
+                counts.add(_XLAC._get_graph_hash([]), name or "region")
+            sync()
+        finally:
+            _XLAC._set_use_eager_mode(eager)
         if full_graph and ran:
             raise RuntimeError(
+                f"Unexpected execution happens inside the compiled function, exiting: "
                 f"torch_xla.compile({name or 'region'}, full_graph=True): {ran} graph(s) ran before "
                 f"the end of the function (a .item(), a print of a tensor, a transfer to the CPU "
                 f"or an explicit sync inside it), so it is not one graph")

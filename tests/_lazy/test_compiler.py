@@ -220,24 +220,45 @@ def test_caches_are_bounded_and_memory_stays_flat_over_many_shapes():
     assert abs(out["total"] - expected) < 1e-3 * expected
 
 
-def test_packed_scalars_are_unpacked_in_one_op_per_type(dev):
-    """A program's Python scalars arrive packed, one array per type; inside the program
-    each array is split in one op (no slice per scalar), and each scalar is weakly typed,
-    so a float32 tensor times a Python float stays float32."""
+def _chain(x, a, b):
+    y = x
+    for _ in range(10):
+        y = y * a + b
+    return y + (x > 2).to(torch.int64) * 7 + 3
+
+
+def test_scalars_are_one_parameter_per_distinct_value(dev):
+    """A program takes one 0-d parameter per distinct Python scalar (type and bytes), none
+    sliced out of an array, each weakly typed, so a float32 tensor times a Python float
+    stays float32; scalars that share a parameter and then differ (0.0 and -0.0 too) get a
+    program of their own, with the right values."""
     import jax
     from torch_xla._lazy import compiler
     from torch_xla._lazy.tensor import unwrap
     x = torch.randn(4, device=dev)
     xm.mark_step()
-    y = x * 0.5 + 0.25 - x * 3.5 + (x > 2).to(torch.int64) * 7 + 3
-    w = compiler.walk([unwrap(y)._value])
-    assert sorted(t.__name__ for t in set(w.key[-1])) == ["float", "int"]
-    text = str(jax.make_jaxpr(w.program.run_packed)(*w.call_args))
-    assert text.count(" split[") == 2 and " slice[" not in text, text
-    out = y.cpu()
-    assert out.dtype == torch.float32
     xc = x.cpu()
-    torch.testing.assert_close(out, xc * 0.5 + 0.25 - xc * 3.5 + (xc > 2).to(torch.int64) * 7 + 3)
+    w = compiler.walk([unwrap(_chain(x, 0.5, 0.25))._value])
+    assert len(w.args[2]) == 23 and w.program.slot_types == (float, float, int, int, int)
+    text = str(jax.make_jaxpr(w.program.run_packed)(*w.call_args))
+    assert " split[" not in text and " slice[" not in text, text
+    for a, b in ((0.5, 0.25), (0.5, 0.5), (0.5, -0.5), (0.0, -0.0)):
+        out = _chain(x, a, b).cpu()
+        assert out.dtype == torch.float32
+        torch.testing.assert_close(out, _chain(xc, a, b))
+
+
+def test_changing_scalars_that_share_a_value_compile_once_per_pattern(dev):
+    """Scalars equal at one step and different at the next are a second program; after
+    that, both patterns are found again without compiling."""
+    x = torch.randn(3, device=dev)
+    xm.mark_step()
+    for a, b in ((0.5, 0.5), (0.5, 0.25)):
+        (x * a + b).cpu()
+    n = compiles()
+    for a, b in ((0.75, 0.75), (0.125, 0.375), (2.0, 2.0)):
+        torch.testing.assert_close((x * a + b).cpu(), x.cpu() * a + b)
+    assert compiles() == n
 
 
 def test_a_training_steps_first_run_compiles_one_program(dev):

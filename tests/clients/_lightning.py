@@ -78,9 +78,43 @@ def fit(accelerator, devices, root):
             "checkpoint": path}
 
 
+def fabric_fsdp(count, root):
+    """Fabric with XLAFSDPStrategy on `count` devices: the regression's net (its Linear
+    auto-wrapped, the root around it) trained EPOCHS full-batch steps; each replica saves
+    its shards as torch_xla documents (`fabric.save` races in Lightning 2.6: a replica can
+    write its shard before another checks that the directory is empty). Returns the
+    strategy's class name and the shard files' prefix."""
+    import lightning.fabric as lf
+    from lightning.fabric.strategies import XLAFSDPStrategy
+    prefix = os.path.join(root, "shard-")
+    fabric = lf.Fabric(accelerator="tpu", devices=count,
+                       strategy=XLAFSDPStrategy(auto_wrap_policy={torch.nn.Linear}))
+    fabric.launch(_fabric_fit, prefix)
+    return {"strategy": type(fabric.strategy).__name__, "prefix": prefix}
+
+
+def _fabric_fit(fabric, prefix):
+    import torch_xla.core.xla_model as xm
+    torch.manual_seed(0)
+    net = torch.nn.Sequential()
+    net.add_module("net", torch.nn.Linear(4, 1))
+    model = fabric.setup_module(net)
+    opt = fabric.setup_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
+    data = fabric.setup_dataloaders(loader(fabric.world_size))
+    for _ in range(EPOCHS):
+        for x, y in data:
+            opt.zero_grad()
+            fabric.backward(torch.nn.functional.mse_loss(model(x), y))
+            opt.step()
+    wrapped = model._forward_module
+    xm.save({"model": wrapped.state_dict(), "shard_metadata": wrapped.get_shard_metadata(),
+             "class": type(wrapped).__name__},
+            f"{prefix}{fabric.global_rank}-of-{fabric.world_size}.pth", master_only=False)
+
+
 if __name__ == "__main__":
-    count, root = int(sys.argv[1]), sys.argv[2]
+    mode, count, root = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     tell_device_count(count)
-    result = fit("tpu", count, root)
+    result = fabric_fsdp(count, root) if mode == "fsdp" else fit("tpu", count, root)
     with open(os.path.join(root, "result.json"), "w") as f:
         json.dump(result, f)

@@ -52,9 +52,23 @@ def test_single_device_xla_strategy(tmp_path, xla_available):
 
 def test_xla_strategy_on_four_devices(tmp_path):
     env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
-    subprocess.run([sys.executable, "-m", "tests.clients._lightning", "4", str(tmp_path)], env=env,
+    subprocess.run([sys.executable, "-m", "tests.clients._lightning", "fit", "4", str(tmp_path)], env=env,
                    cwd=ROOT, check=True, timeout=600)
     result = json.loads((tmp_path / "result.json").read_text())
     assert (result["strategy"], result["accelerator"]) == ("XLAStrategy", "XLAAccelerator")
     torch.testing.assert_close(_checkpoint_weights(result["checkpoint"]), _lightning.reference_weights(),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_xla_fsdp_strategy_on_four_devices(tmp_path):
+    """Fabric's XLAFSDPStrategy (FSDPv1, the Linear auto-wrapped): the replicas' shards
+    consolidate into the weights of full-batch SGD on the CPU."""
+    from torch_xla.distributed.fsdp import consolidate_sharded_model_checkpoints
+    env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
+    subprocess.run([sys.executable, "-m", "tests.clients._lightning", "fsdp", "4", str(tmp_path)], env=env,
+                   cwd=ROOT, check=True, timeout=600)
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["strategy"] == "XLAFSDPStrategy"
+    assert torch.load(tmp_path / "shard-0-of-4.pth", weights_only=False)["class"] == "XlaFullyShardedDataParallel"
+    weights, _ = consolidate_sharded_model_checkpoints(result["prefix"], "*-of-4.pth", save_model=False)
+    torch.testing.assert_close(dict(weights), _lightning.reference_weights(), rtol=1e-5, atol=1e-5)

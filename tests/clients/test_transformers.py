@@ -61,3 +61,19 @@ def test_four_processes(tmp_path, monkeypatch):
     assert results[0]["eval_loss"] == pytest.approx(_hf.cpu_loss(saved, _hf.PatternDataset(32, seed=1), 8), rel=1e-5)
     assert sorted(os.listdir(tmp_path / "final")) == ["config.json", "generation_config.json", "model.safetensors",
                                                       "training_args.bin"]
+
+
+def test_four_processes_with_fsdp_xla(tmp_path, monkeypatch):
+    """fsdp="full_shard", fsdp_config={"xla": True} (each GPT2Block wrapped): every replica
+    holds a quarter of the parameters, and the checkpoint the Trainer consolidates from
+    their shards evaluates on the CPU as the Trainer evaluated through FSDP."""
+    monkeypatch.setenv("CPU_NUM_DEVICES", "4")
+    torch_xla.launch(_hf.replica, args=(str(tmp_path), True))
+    results = [json.loads((tmp_path / f"replica{i}.json").read_text()) for i in range(4)]
+    full = sum(p.numel() for p in _hf.tiny_gpt2().parameters())
+    for r in results:
+        assert r["model_class"] == "XlaFullyShardedDataParallel" and r["parameters"] < full / 2, r["parameters"]
+        assert r["losses"] == results[0]["losses"] and r["eval_loss"] == results[0]["eval_loss"]
+    assert len(results[0]["losses"]) == 2 and results[0]["losses"][1] < results[0]["losses"][0]
+    saved = _reloaded(tmp_path / "final")
+    assert results[0]["eval_loss"] == pytest.approx(_hf.cpu_loss(saved, _hf.PatternDataset(32, seed=1), 8), rel=1e-5)

@@ -3,13 +3,14 @@
 Importing it installs the engine into PyTorch: the ops with engine meaning into the
 dispatch entry, the collectives as ops (`xla::all_reduce`...), the XLA device's hooks, the
 fast in-place kernels, torch.save/load, module conversion that keeps tied weights tied,
-packed sequences, the CPU's checks of `out=` arguments, and the configuration of PyTorch's
-`openxla` dynamo backend.
+packed sequences, the CPU's checks of `out=` arguments, XLA tensors' DLPack methods, and
+the configuration of PyTorch's `openxla` dynamo backend.
 """
-# engine_ops and collectives register themselves on import
-from . import (collectives, device, engine_ops, inplace, module_conversion,  # noqa: F401
+# engine_ops and replicas.collective_ops register themselves on import
+from . import (device, dlpack, engine_ops, inplace, module_conversion,  # noqa: F401
                out_arguments, packed_sequences, serialization)
 from .graph_capture import dynamo_config
+from .replicas import collective_ops  # noqa: F401
 
 device.install()
 inplace.install()
@@ -17,4 +18,5 @@ serialization.install()
 dynamo_config.install()
 module_conversion.install()
 packed_sequences.install()
+dlpack.install()
 out_arguments.install()

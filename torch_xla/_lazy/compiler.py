@@ -6,9 +6,14 @@ dtypes of the device buffers it reads, which of them are donated, and the produc
 (`lowering.precision`: a new setting compiles anew). `program_for(walk)` looks the program
 up by that key and the device it runs on (`runner.lookup`); on a miss, a Python function
 that replays the lowerings is compiled by the runner, placed on that device. Dynamic scalars
-are program parameters, passed packed: one array per Python type (float, int, bool,
-complex), each element made weakly typed again inside the program, as jax types a Python
-scalar (a launch converts each argument apart: 200 scalars cost 0.3 ms, one array 3 µs).
+are program parameters, one 0-d parameter per distinct value (type and bytes) among them,
+made weakly typed again inside the program, as jax types a Python scalar: a graph's
+scalars are mostly a few values used many times (a 200-op chain of `y * 1.001 + 0.001`
+has 2, a transformer's AdamW step 11 of 224), and a launch pays per argument. Each its
+own parameter, the same block of ops repeated compiles to one kernel, which XLA compiles
+once; scalars packed into arrays and sliced inside made each repetition's kernel differ
+by its slice, and the program took XLA 3 × as long to compile. Which positions share a
+value is part of the program's key.
 Buffers that no live tensor holds any more (an in-place update replaced them) are donated,
 so a step keeps one copy of the model.
 """
@@ -17,10 +22,9 @@ import struct
 
 import jax
 import numpy as np
-from jax import lax
 from jax._src.lax.lax import _convert_element_type
 
-from . import debug, runner, runtime
+from . import compile_explanation, runner, runtime
 from .ir import In, Node, node_type
 from .lowering import call_lowering, precision
 
@@ -47,36 +51,68 @@ def _scalar_layout(types):
     return None if None in codes else struct.Struct("<" + "".join(codes))
 
 
-def _scalar_groups(types):
-    """(dtype, positions) of each Python scalar type present, in `_SCALAR_DTYPES`' order."""
-    return tuple((dtype, tuple(i for i, t in enumerate(types) if t is kind))
-                 for kind, dtype in _SCALAR_DTYPES.items() if kind in types)
+_FLOAT_BYTES = struct.Struct("<d").pack
+
+
+def _identity(s):
+    """What makes two scalars one parameter: their type and bytes (0.0 and -0.0 differ, a
+    NaN equals itself)."""
+    t = type(s)
+    if t is float:
+        return t, _FLOAT_BYTES(s)
+    if t is complex:
+        return t, _FLOAT_BYTES(s.real), _FLOAT_BYTES(s.imag)
+    return t, s
+
+
+def scalar_slots(scalars):
+    """(each scalar's parameter, each parameter's type): one parameter per distinct scalar,
+    numbered in order of first use."""
+    numbers, slots, types = {}, [], []
+    for s in scalars:
+        k = _identity(s)
+        n = numbers.get(k)
+        if n is None:
+            n = numbers[k] = len(types)
+            types.append(k[0])
+        slots.append(n)
+    return tuple(slots), tuple(types)
 
 
 class Program(runner.Executable):
     """A compiled program and the plan it replays (no references to live values).
-    `compiled` takes (donated buffers, kept buffers, packed scalars: `pack`)."""
-    __slots__ = ("plan", "roots", "n_donated", "n_scalars", "scalar_groups",
+    `compiled` takes (donated buffers, kept buffers, one array per distinct scalar: `pack`)."""
+    __slots__ = ("plan", "roots", "n_donated", "slots", "slot_types", "firsts",
                  "scalar_layout", "replay", "placed", "precision")
 
-    def __init__(self, plan, roots, n_donated, scalar_types, precision=None):
+    def __init__(self, plan, roots, n_donated, slots=(), slot_types=(), precision=None):
         super().__init__()
         self.precision = precision  # the products' precision it is compiled under
         self.plan = plan
         self.roots = roots
         self.n_donated = n_donated
-        self.n_scalars = len(scalar_types)
-        self.scalar_groups = _scalar_groups(scalar_types)
-        self.scalar_layout = _scalar_layout(scalar_types)
+        self.slots, self.slot_types = slots, slot_types
+        self.firsts = tuple(slots.index(n) for n in range(len(slot_types)))
+        self.scalar_layout = _scalar_layout([slot_types[n] for n in slots])
         self.replay = None  # graph_cache.Replay, once the program ran from a walk
-        self.placed = None  # (the scalars' bytes, their packed arrays on the device): `pack_on`
+        self.placed = None  # (the scalars' bytes, their arrays on the device): `pack_on`
+
+    def fits(self, scalars) -> bool:
+        """Whether `scalars` share values where this program's parameters are shared."""
+        placed = self.placed
+        if placed is not None and self.scalar_layout is not None:
+            try:
+                if self.scalar_layout.pack(*scalars) == placed[0]:
+                    return True
+            except struct.error:
+                pass
+        return scalar_slots(scalars) == (self.slots, self.slot_types)
 
     def pack(self, scalars):
-        """The dynamic scalars as the compiled program takes them: one array per type."""
-        groups = self.scalar_groups
-        if len(groups) == 1:
-            return (np.array(scalars, groups[0][0]),)
-        return tuple(np.array([scalars[i] for i in positions], dtype) for dtype, positions in groups)
+        """The dynamic scalars as the compiled program takes them: a 0-d array for each
+        distinct one."""
+        return tuple([np.array(scalars[i], _SCALAR_DTYPES[t])
+                      for i, t in zip(self.firsts, self.slot_types)])
 
     def pack_on(self, scalars, device):
         """`pack(scalars)` as arrays on XLA device `device`, kept for the next launch: a
@@ -93,20 +129,14 @@ class Program(runner.Executable):
             return placed[1]
         target = runtime.jax_device(device)
         packed = self.pack(scalars) if packed is None else packed
-        placed = self.placed = (bits, tuple([jax.device_put(a, target) for a in packed]))
+        placed = self.placed = (bits, tuple(jax.device_put(list(packed), target)))
         return placed[1]
 
     def run_packed(self, donated, kept, packed):
-        """The program on packed scalars: each array made weakly typed once and split in
-        one op (three ops per scalar made the first step's jaxpr and HLO longer)."""
-        scalars = [None] * self.n_scalars
-        for array, (dtype, positions) in zip(packed, self.scalar_groups):
-            if dtype != np.bool_:
-                array = _convert_element_type(array, dtype, weak_type=True)
-            parts = lax.split(array, (1,) * len(positions)) if len(positions) > 1 else (array,)
-            for i, part in zip(positions, parts):
-                scalars[i] = lax.squeeze(part, (0,))
-        return self.run_traced(donated, kept, scalars)
+        """The program on its scalar parameters, each made weakly typed (bools are not)."""
+        values = [a if t is bool else _convert_element_type(a, _SCALAR_DTYPES[t], weak_type=True)
+                  for a, t in zip(packed, self.slot_types)]
+        return self.run_traced(donated, kept, [values[n] for n in self.slots])
 
     def run_traced(self, donated, kept, scalars):
         leaves = donated + kept
@@ -148,7 +178,7 @@ class Walk:
     """One program's worth of pending values, ready to compile or to inspect: the nodes in
     topological order, the roots, the structural key, the unjitted program and its
     arguments (donated buffers, kept buffers, scalars), the device it runs on, and whether
-    it holds a collective (then it runs over every replica: `_lazy/replicated`).
+    it holds a collective (then it runs over every replica: `_lazy/replicas/program`).
     `call_args` are the arguments as the compiled program takes them (scalars packed)."""
     __slots__ = ("order", "roots", "key", "program", "args", "device", "collective", "derived",
                  "pending", "leaves", "free")
@@ -311,11 +341,12 @@ def walk(values, held=None):
         plan.append((node.op, node.template, refs, s0, len(scalars), node.avals))
         key_nodes.append((node.key, refs))
     root_refs = tuple(ref(v) for v in roots)
+    slots = scalar_slots(scalars)
     key = (precision.setting(), tuple(key_nodes), root_refs, len(donated),
            tuple((v.shape, v.dtype) for v in donated), tuple((v.shape, v.dtype) for v in kept),
-           tuple(type(s) for s in scalars))
+           slots)
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
-    program = Program(tuple(plan), root_refs, len(donated), key[-1], key[0])
+    program = Program(tuple(plan), root_refs, len(donated), *slots, key[0])
     w = Walk(order, roots, key, program, args, derived)
     w.pending, w.leaves = pending, donated + kept
     w.free = tuple(held is not None and id(v.data) not in held for v in w.leaves)
@@ -337,9 +368,10 @@ def cached(program: Program) -> bool:
     return runner.is_cached(program) and program.precision == precision.setting()
 
 
-def program_for(w: Walk) -> Program:
+def program_for(w: Walk, timed_as: str = "CompileTime") -> Program:
     """The compiled program of walk `w`, cached by the runner per (graph, device). A walk
-    made from a cached program's plan (`graph_cache`) comes with its program."""
+    made from a cached program's plan (`graph_cache`) comes with its program. A compilation
+    is timed as `timed_as`."""
     if w.program.compiled is not None:
         return runner.reused(w.program)
     placement = runner.on_device(w.device)
@@ -349,5 +381,5 @@ def program_for(w: Walk) -> Program:
         return program
     program = w.program
     return runner.compile(program.run_packed, w.call_args, placement, key=key,
-                          donate=program.n_donated > 0, executable=program,
-                          explain=lambda: debug.explain_compile(w.order, w.roots))
+                          donate=program.n_donated > 0, executable=program, timed_as=timed_as,
+                          explain=lambda: compile_explanation.explain_compile(w.order, w.roots))

@@ -16,7 +16,8 @@ from .dispatch import dispatch
 from .execution import from_cpu
 from .lowering import overload_named
 from .frames import run_without_dynamo
-from .sharding import from_process_batch, shard_data
+from .kernel_libraries import installs_kernels
+from .spmd.mark_sharding import from_process_batch, shard_data
 from .tensor import to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
@@ -120,8 +121,6 @@ def _copy_from(src, dst, non_blocking=False):
 _WHOLE_FACTORIES = ("arange", "arange.start", "arange.start_step", "linspace", "logspace",
                     "eye", "eye.m", "range", "range.step", "kaiser_window",
                     "kaiser_window.periodic", "kaiser_window.beta")
-_libs = []
-
 
 def _backward_on_the_calling_thread() -> None:
     """PyTorch's autograd engine runs the backward pass of a non-CPU device on a thread of
@@ -134,21 +133,17 @@ def _backward_on_the_calling_thread() -> None:
     torch._C._set_multithreading_enabled(False)
 
 
-def install() -> None:
-    if _libs:
-        return
+@installs_kernels("_", "aten")
+def install(fallback, per_op) -> None:
     device_guard.install()
     _backward_on_the_calling_thread()
-    fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(_factory, "XLA")
     # PyTorch routes a fallback call whose arguments carry the Python key (an XLATensor met
     # below Python dispatch) through a lookup of per-op registrations, so such ops get their
     # own kernel.
-    per_op = torch.library.Library("aten", "IMPL")
     per_op.impl("_copy_from", _copy_from, "XLA")
     for name in _WHOLE_FACTORIES:
         per_op.impl(name, functools.partial(_factory, overload_named(name)), "XLA")
-    _libs.extend([fallback, per_op])
     run_without_dynamo(_factory, _copy_from)
     _hook_manual_seed()
     _patch_storage_data_ptr()

@@ -14,7 +14,7 @@ import jax
 import torch
 from torch._decomp import decomposition_table
 
-from . import metrics, rng, runtime
+from . import eager, metrics, rng, runtime
 from .caches import GenerationCache
 from .execution import from_cpu, materialize, to_cpu
 from .fallback import cpu_fallback
@@ -305,13 +305,21 @@ def _route(func):
     cached = None
     if engine is None and lowering is not None and not lowering.dynamic_shape:
         cached = _scalar_flags(func, lowering)
-    route = (engine, lowering, cached)
+    route = (engine, lowering, cached, metrics.op_counter("xla::" + func._schema.name.split("::")[-1]))
     _routes.put(id(func), route)
     return route
 
 
+_eager_on = eager.ON
+
+
 def dispatch(func, args, kwargs):
-    engine, lowering, cached = _recent_route(id(func)) or _routes.get(id(func)) or _route(func)
+    """Each op counts as `xla::NAME` (its ATen name, as torch_xla counts the ops its device
+    runs)."""
+    if _eager_on[0] and eager.outermost():
+        return eager.call(dispatch, func, args, kwargs)
+    engine, lowering, cached, counter = _recent_route(id(func)) or _routes.get(id(func)) or _route(func)
+    next(counter)
     if cached is not None:
         out = _trace_cached(func, lowering, cached[0], cached[1], args, kwargs)
         if out is not None:

@@ -10,7 +10,7 @@ from .dispatch import dispatch, engine_op, trace
 from .execution import defer_check, from_cpu, to_cpu
 from .lowering import REGISTRY
 from .op_rules import ALIASES, BATCH_NORMS, is_eval_batch_norm
-from .sharding import propagate
+from .spmd.mark_sharding import propagate
 from .tensor import XLATensor, dispatch_depth, to_functional, wrap
 
 aten = torch.ops.aten

@@ -31,7 +31,10 @@ import time
 import jax
 import torch
 
-from . import compiler, debug, graph_cache, manual, metrics, replicated, runner, runtime, spmd_program, user_code
+from . import compile_explanation, compiler, graph_cache, metrics, runner, runtime, user_code
+from .replicas import program as replicated
+from .spmd import manual_regions as manual
+from .spmd import program as spmd_program
 from .ir import Value, format_node
 from .tensor import live_values
 
@@ -121,6 +124,11 @@ def drop_deferred_checks(mark) -> None:
         del _checks[mark:]
 
 
+def has_checks() -> bool:
+    """Whether any value waits for a check, deferred or launched and not read yet."""
+    return bool(_checks or _launched)
+
+
 def has_deferred_checks(device) -> bool:
     """Whether values on `device` wait for a program to check them (`defer_check`)."""
     return any(c.device == device for c in _checks)
@@ -137,13 +145,16 @@ def _take(checks, devices=None):
     return [c for c in taken if c.check is not None]
 
 
-def _run_all(values, checks, held=None, read=True) -> None:
+def _run_all(values, checks, held=None, read=True, eager=False):
     """Materialises `values` and the values of `checks`, one program per device, then runs
     the checks (`read`) or leaves them to the next sync (`_launched`); checks whose values
-    are still pending stay deferred."""
+    are still pending stay deferred. `eager`: the programs are an eager op's (their
+    compilations and runs are timed as `EagerOpCompileTime`/`EagerOpExecuteTime`).
+    Returns the `compiler.Program` that ran last (None: none, or not a single device's)."""
+    program = None
     try:
         for vs in _pending_by_device(values + [c.value for c in checks]).values():
-            _run(vs, held)
+            program = _run(vs, held, eager)
     finally:
         with _checks_lock:
             _checks.extend(c for c in checks if c.value.node is not None)
@@ -153,6 +164,7 @@ def _run_all(values, checks, held=None, read=True) -> None:
     else:
         with _checks_lock:
             _launched.extend(computed)
+    return program
 
 
 def _read_checks(checks) -> None:
@@ -196,15 +208,16 @@ def _pending_by_device(values):
     return by_device
 
 
-def materialize(values) -> None:
+def materialize(values, eager=False):
     """Runs what is needed to give every value in `values` a buffer (one program per device),
-    with the deferred checks of those devices."""
+    with the deferred checks of those devices (`eager`, and what it returns: `_run_all`)."""
     groups = _pending_by_device(values)
     if not groups:
-        return
+        return None
     if runtime.is_spmd():
         manual.check_readable(values)
-    _run_all(list(values), _take(_launched, groups.keys()) + _take(_checks, groups.keys()))
+    return _run_all(list(values), _take(_launched, groups.keys()) + _take(_checks, groups.keys()),
+                    eager=eager)
 
 
 def mark_step(device=None) -> None:
@@ -232,22 +245,22 @@ class ExecutionError(RuntimeError):
 allow_execution = [True]
 
 
-def _run(values, held=None) -> None:
-    """Materialises the pending `values` (all on one device) in one program. If it fails,
-    the values computed from what failed raise the error when used; the others stay
-    pending, intact."""
+def _run(values, held=None, eager=False):
+    """Materialises the pending `values` (all on one device) in one program, and returns it
+    (None: not a single device's program). If it fails, the values computed from what
+    failed raise the error when used; the others stay pending, intact."""
     if not allow_execution[0]:
         raise RuntimeError("Unexpected execution happens inside the compiled function, exiting "
                            "(executions are disallowed: _XLAC._set_allow_execution(False))")
     w = graph_cache.lookup(values, held) or compiler.walk(values, held)
     if w is None:
-        return
+        return None
     if w.collective and held is not None:
         # Replicas must agree on the program, and which buffers are still held can differ
         # between them (a dead tensor not yet collected): no donation here.
         w = compiler.walk(values)
     try:
-        outputs = _execute(w)
+        outputs, program = _execute(w, eager)
     except compiler.LoweringError as e:
         error = ExecutionError(_describe_failure(w, e.position, e.cause))
         for v in compiler.dependent_roots(w, e.position):
@@ -262,21 +275,35 @@ def _run(values, held=None) -> None:
     for v, out in zip(w.roots, outputs):
         v.set_data(out)
     w.rederive()
-    _save_graph(w.order)
+    save_graph(w.order)
+    return program
 
 
-def _execute(w):
+_eager_mode = [False]  # eager mode is on: every program runs as part of an eager op
+
+
+def time_as_eager(enable: bool) -> None:
+    """Whether programs are timed as eager ops' (`_run_all`) even when not run as one: in
+    eager mode a read inside an op (`allclose`) runs what the op traced."""
+    _eager_mode[0] = bool(enable)
+
+
+def _execute(w, eager=False):
+    """Runs walk `w`: its outputs, and the `compiler.Program` that ran (None: a program over
+    the mesh or the replicas)."""
+    eager = eager or _eager_mode[0]
     if runtime.is_spmd():
-        return spmd_program.run(w)
+        return spmd_program.run(w, eager), None
     if w.collective:
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
-                               explain=lambda: debug.explain_compile(w.order, w.roots))
-        return replicated.run(w.device, call)
-    program = compiler.program_for(w)
+                               explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
+        return replicated.run(w.device, call), None
+    program = compiler.program_for(w, "EagerOpCompileTime" if eager else "CompileTime")
     donated, kept, scalars = w.args
-    outputs = runner.execute(program, donated, kept, program.pack_on(scalars, w.device))
+    outputs = runner.execute(program, donated, kept, program.pack_on(scalars, w.device),
+                             timed_as="EagerOpExecuteTime" if eager else "ExecuteTime")
     graph_cache.remember(w, program)
-    return outputs
+    return outputs, program
 
 
 def _op_names(nodes, shown=4):
@@ -303,7 +330,7 @@ def _made_at(node) -> str:
         f"made at {where}{source}"
 
 
-def _save_graph(order) -> None:
+def save_graph(order) -> None:
     """XLA_SAVE_TENSORS_FILE: appends each executed graph's IR to that file."""
     path = os.environ.get("XLA_SAVE_TENSORS_FILE")
     if path:

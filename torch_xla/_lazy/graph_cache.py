@@ -121,6 +121,8 @@ class Replay:
                 return None
             derived.append((base, op, template, view, key, number))
         scalars = tuple([s for p in self.scalar_nodes for s in nodes[p].scalars])
+        if not program.fits(scalars):  # its parameters are shared where these differ
+            return None
         n = program.n_donated
         args = (tuple([v.data for v in leaves[:n]]), tuple([v.data for v in leaves[n:]]), scalars)
         return compiler.Walk(nodes, roots, program.key, program, args, tuple(derived),

@@ -17,14 +17,14 @@ and leaves the storage a generation ahead, so every view taken of the tensor aft
 use. A fresh storage has neither: the step's graph loses those copies and the tracing
 their ops.
 """
-import warnings
 
 import torch
 
 from .dispatch import dispatch
 from .frames import run_without_dynamo
+from .kernel_libraries import installs_kernels
 from .lowering import overload_named
-from .sharding import propagate
+from .spmd.mark_sharding import propagate
 from .tensor import XLATensor
 
 aten = torch.ops.aten
@@ -119,17 +119,10 @@ def _kernel(inplace, functional):
     return kernel
 
 
-_libs = []
 
-
-def install() -> None:
-    if _libs:
-        return
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():  # "Overriding a previously registered kernel": intended
-        warnings.simplefilter("ignore")
-        for name, functional in _HOT.items():
-            kernel = _kernel(overload_named(name), functional)
-            lib.impl(name, kernel, "Functionalize")
+@installs_kernels("aten")
+def install(lib) -> None:
+    for name, functional in _HOT.items():
+        kernel = _kernel(overload_named(name), functional)
+        lib.impl(name, kernel, "Functionalize")
     run_without_dynamo(kernel)
-    _libs.append(lib)

@@ -20,7 +20,7 @@ passed.
 """
 import itertools
 
-from .debug import format_avals
+from .compile_explanation import format_avals
 
 
 class In:
@@ -144,7 +144,7 @@ class Value:
         self.device = device
         # `value_signature`, what a call's plan key records of it (None: failed)
         self.key = value_signature(shape, dtype, device) if key is None else key
-        self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd`)
+        self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd/layout`)
         self.checks = NO_CHECKS  # once computed: the checks of its ops not yet passed
 
     @property

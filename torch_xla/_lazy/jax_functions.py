@@ -96,7 +96,7 @@ def call(callee, tensors, scalars=(), device=0, raw=False):
     return outs if raw else [to_functional(t) for t in outs]
 
 
-def _differentiable(dtype) -> bool:
+def differentiable(dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
@@ -106,13 +106,13 @@ def _differentiable(dtype) -> bool:
 SPECIALIZED = {}
 
 
-class _Vjp:
+class Vjp:
     """The forward and backward callees of `callee` differentiated in its inputs `wrt`
     (its two specialisations in `_cache`)."""
 
     def __init__(self, callee, wrt):
         self.wrt, self.n_out = wrt, len(callee.avals)
-        self.float_out = tuple(i for i, (_, d) in enumerate(callee.avals) if _differentiable(d))
+        self.float_out = tuple(i for i, (_, d) in enumerate(callee.avals) if differentiable(d))
         self.out_avals = callee.avals
         self.treedef = None
         fn = callee.fn
@@ -173,10 +173,10 @@ def apply(callee, tensors, scalars=()):
     wrt = ()
     if torch.is_grad_enabled():
         wrt = tuple(i for i, t in enumerate(tensors)
-                    if t.requires_grad and _differentiable(t.dtype))
+                    if t.requires_grad and differentiable(t.dtype))
     if not wrt:
         return call(callee, tensors, scalars)
     vjp = SPECIALIZED.get(("vjp", callee, wrt))
     if vjp is None:
-        vjp = SPECIALIZED[("vjp", callee, wrt)] = _Vjp(callee, wrt)
+        vjp = SPECIALIZED[("vjp", callee, wrt)] = Vjp(callee, wrt)
     return list(_Differentiated.apply(vjp, tuple(scalars), *tensors))

@@ -130,3 +130,35 @@ def while_loop(cond_fn, body_fn, carried, additional=()):
                                   key=("while", cond.callee, body.callee, tuple(avals)))
     return jax_functions.call(callee, [*carried, *additional, *cond_caps, *body_caps],
                               (*cond.scalars, *body.scalars), raw=raw)
+
+
+def partitioned(body, init, x):
+    """(forward, alias_input, backward) of one step of traced scan body `body` (torch_xla's
+    `value_and_grad_partitioned`): `forward(carry, x) -> (carry, (y, residuals))`, the
+    residuals jax's vjp saves; `alias_input(residuals, x)` gives them back;
+    `backward(grad_carry, (grad_y, residuals)) -> (grad_init, grad_x)`."""
+    init_flat, init_spec = _tensors(init)
+    x_flat, x_spec = _tensors(x)
+    nc, nx = len(init_flat), len(x_flat)
+    wrt = tuple(i for i, t in enumerate([*init_flat, *x_flat])
+                if jax_functions.differentiable(t.dtype))
+    vjp = jax_functions.Vjp(body.callee, wrt)
+
+    def forward(carry, x):
+        outs = jax_functions.call(vjp.forward, [*_tensors(carry)[0], *_tensors(x)[0],
+                                                *body.current_captures()], body.scalars)
+        carry_y = traced.outputs(body, outs[:vjp.n_out])
+        return carry_y[0], (carry_y[1], tuple(outs[vjp.n_out:]))
+
+    def alias_input(residuals, x):
+        return tuple(residuals)
+
+    def backward(grad_carry, grad_y_residuals):
+        grad_y, residuals = grad_y_residuals
+        cts = [*_tensors(grad_carry)[0], *_tensors(grad_y)[0]]
+        grads = jax_functions.call(vjp.backward, [*residuals, *cts])
+        full = [None] * (nc + nx)
+        for i, g in zip(wrt, grads):
+            full[i] = g
+        return tree_unflatten(full[:nc], init_spec), tree_unflatten(full[nc:], x_spec)
+    return forward, alias_input, backward

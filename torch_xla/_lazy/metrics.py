@@ -6,6 +6,7 @@ CPU fallback, ...). A metric keeps every sample with its time stamp (`CompileTim
 """
 import collections
 import contextlib
+import itertools
 import threading
 import time
 
@@ -18,6 +19,28 @@ _MAX_SAMPLES = 1024
 def count(name: str, n: int = 1) -> None:
     with _lock:
         _counters[name] += n
+
+
+# Counters bumped by every op (`xla::NAME`): an `itertools.count` each, advanced by `next()`,
+# which the GIL keeps whole without a lock (a lock and a dict update cost more than the
+# rest of an op's dispatch), and the value it had when the counters were last cleared.
+_op_counts = {}
+
+
+def op_counter(name: str):
+    """The counter of `name` as an object to advance with `next(counter)`."""
+    entry = _op_counts.get(name)
+    if entry is None:
+        entry = _op_counts.setdefault(name, [itertools.count(), 0])
+    return entry[0]
+
+
+def _op_value(entry) -> int:
+    return entry[0].__reduce__()[1][0] - entry[1]
+
+
+def _op_values():
+    return {name: v for name, entry in list(_op_counts.items()) if (v := _op_value(entry))}
 
 
 def sample(name: str, value: float) -> None:
@@ -40,10 +63,14 @@ def timed(name: str):
 
 
 def counter_names():
-    return sorted(k for k, v in _counters.items() if not k.startswith("__") and v)
+    return sorted([k for k, v in _counters.items() if not k.startswith("__") and v] +
+                  list(_op_values()))
 
 
 def counter_value(name: str):
+    entry = _op_counts.get(name)
+    if entry is not None:
+        return _op_value(entry) or None
     return _counters.get(name) or None
 
 
@@ -63,6 +90,8 @@ def clear_counters() -> None:
     with _lock:
         for k in [k for k in _counters if not k.startswith("__")]:
             del _counters[k]
+        for entry in list(_op_counts.values()):
+            entry[1] = entry[0].__reduce__()[1][0]
 
 
 def clear_metrics() -> None:
@@ -94,7 +123,7 @@ def metrics_report() -> str:
                 f"{p}%={fmt(v)}" for p, v in zip((1, 5, 10, 20, 50, 80, 90, 95, 99), pct)))
     for name in counter_names():
         lines.append(f"Counter: {name}")
-        lines.append(f"  Value: {_counters[name]}")
+        lines.append(f"  Value: {counter_value(name)}")
     return "\n".join(lines) + "\n"
 
 
@@ -113,5 +142,5 @@ def short_metrics_report(counter_names_=None, metric_names_=None) -> str:
     fallbacks = [n for n in counter_names() if n.startswith("aten::") and n not in counter_names_]
     for name in list(counter_names_) + fallbacks:
         if _counters.get(name):
-            lines.append(f"Counter: {name}\n  Value: {_counters[name]}")
+            lines.append(f"Counter: {name}\n  Value: {counter_value(name)}")
     return "\n".join(lines) + "\n"

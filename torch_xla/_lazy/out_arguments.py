@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 
 from . import metrics
 from .frames import run_without_dynamo
+from .kernel_libraries import installs_kernels
 from .lowering import overload_named
 
 # out= overloads that are not elementwise -> (functional overload, what the CPU accepts as
@@ -242,22 +243,15 @@ def _elementwise():
     return pairs
 
 
-_libs = []
 
-
-def install() -> None:
-    if _libs:
-        return
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():  # "Overriding a previously registered kernel": intended
-        warnings.simplefilter("ignore")
-        for name, (functional, accepts) in _CHECKED.items():
-            try:
-                op, functional = overload_named(name), overload_named(functional)
-            except AttributeError:  # not in this torch release
-                continue
-            lib.impl(name, _kernel(op, functional, accepts, whole_overlap=True), "AutogradXLA")
-        for op, functional in _elementwise():
-            lib.impl(op._schema.name.split("::")[1] + "." + op._overloadname,
-                     _kernel(op, functional, "cast", whole_overlap=False), "AutogradXLA")
-    _libs.append(lib)
+@installs_kernels("aten")
+def install(lib) -> None:
+    for name, (functional, accepts) in _CHECKED.items():
+        try:
+            op, functional = overload_named(name), overload_named(functional)
+        except AttributeError:  # not in this torch release
+            continue
+        lib.impl(name, _kernel(op, functional, accepts, whole_overlap=True), "AutogradXLA")
+    for op, functional in _elementwise():
+        lib.impl(op._schema.name.split("::")[1] + "." + op._overloadname,
+                 _kernel(op, functional, "cast", whole_overlap=False), "AutogradXLA")

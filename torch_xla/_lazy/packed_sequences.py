@@ -12,7 +12,7 @@ differentiable ops, so autograd gives the backward.
 """
 import torch
 
-_libs = []
+from .kernel_libraries import installs_kernels
 
 
 def _stand_in(x):
@@ -36,9 +36,6 @@ def _pack_padded_sequence(input, lengths, batch_first):
     return torch.cat(pieces), batch_sizes
 
 
-def install() -> None:
-    if _libs:
-        return
-    lib = torch.library.Library("aten", "IMPL")
+@installs_kernels("aten")
+def install(lib) -> None:
     lib.impl("_pack_padded_sequence", _pack_padded_sequence, "AutogradXLA")
-    _libs.append(lib)

@@ -26,8 +26,9 @@ replica under `jax.shard_map`, each replica's arguments one block of global arra
 The runner owns what every program shares:
 - one cache, bounded by XLA_COMPILATION_CACHE_SIZE (default 2048 programs, least recently
   used evicted first, counted as `ProgramCacheEvictions`); a key is hashed once;
-- the metrics: `UncachedCompile` and `CompileTime` per compilation, `CachedCompile` per
-  program found again, `ExecuteTime` per launch;
+- the metrics: `UncachedCompile` and `CompileTime` per compilation (`LoweringTime`: the
+  part of it that traces and lowers to StableHLO, before XLA's compile), `CachedCompile`
+  per program found again, `ExecuteTime` per launch;
 - PT_XLA_DEBUG=1: `explain` (given by the caller, which knows what the program is made
   of) runs after each compilation;
 - the persistent cache (`initialize_persistent_cache`): jax's own on-disk cache, which
@@ -39,9 +40,9 @@ import time
 
 import jax
 from jax import monitoring
-from jax.sharding import PartitionSpec, SingleDeviceSharding
+from jax.sharding import PartitionSpec
 
-from . import debug, metrics, runtime
+from . import compile_explanation, metrics, runtime
 from .caches import LRUCache
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -85,8 +86,11 @@ class OnDevice:
         self.device = runtime.jax_device(device)
         self.key = ("device", device)
 
-    def jit(self, fn, donate, args):
-        return jax.jit(fn, donate_argnums=donate, out_shardings=SingleDeviceSharding(self.device))
+    def lower(self, fn, donate, args):
+        # Placed by the default device, not by out_shardings: a sharding on the outputs makes
+        # XLA's compile of a one-device program take half as long again.
+        with jax.default_device(self.device):
+            return jax.jit(fn, donate_argnums=donate).lower(*args)
 
     def options(self):
         return _COMPILER_OPTIONS.get(self.device.platform)
@@ -112,8 +116,8 @@ class OnMesh:
     def __init__(self, out_shardings):
         self.out_shardings, self.key = out_shardings, "mesh"
 
-    def jit(self, fn, donate, args):
-        return jax.jit(fn, donate_argnums=donate, out_shardings=self.out_shardings)
+    def lower(self, fn, donate, args):
+        return jax.jit(fn, donate_argnums=donate, out_shardings=self.out_shardings).lower(*args)
 
     def options(self):
         return None
@@ -128,10 +132,11 @@ class OverReplicas:
         self.mesh, self.axis = mesh, axis
         self.key = ("replicas", tuple(d.id for d in mesh.devices.flat))
 
-    def jit(self, fn, donate, args):
+    def lower(self, fn, donate, args):
         spec = PartitionSpec(self.axis)
         return jax.jit(jax.shard_map(fn, mesh=self.mesh, in_specs=(spec,) * len(args),
-                                     out_specs=spec, check_vma=False), donate_argnums=donate)
+                                     out_specs=spec, check_vma=False),
+                       donate_argnums=donate).lower(*args)
 
     def options(self):
         return None
@@ -162,18 +167,21 @@ def is_cached(executable) -> bool:
     return executable.key is not None and _cache.get(executable.key) is executable
 
 
-def compile(fn, args, placement, *, key=None, donate=False, explain=None, executable=None):
+def compile(fn, args, placement, *, key=None, donate=False, explain=None, executable=None,
+            timed_as="CompileTime"):
     """`fn` compiled for `args` (a tuple: the positional arguments) under `placement`, as an
     Executable (`executable` if given), cached under `key` unless it is None. With `donate`
     the buffers of `args[0]` are donated to the program. Counted and timed as
-    `UncachedCompile` and `CompileTime`; with PT_XLA_DEBUG=1 `explain()` then says why."""
+    `UncachedCompile` and `timed_as` (`CompileTime`; an eager op's, `EagerOpCompileTime`);
+    with PT_XLA_DEBUG=1 `explain()` then says why."""
     executable = Executable() if executable is None else executable
     metrics.count("UncachedCompile")
     start = time.perf_counter_ns()
-    lowered = placement.jit(fn, (0,) if donate else (), args).lower(*args)
+    lowered = placement.lower(fn, (0,) if donate else (), args)
+    metrics.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
     executable.compiled = lowered.compile(placement.options())
-    metrics.sample("CompileTime", time.perf_counter_ns() - start)
-    if explain is not None and debug.enabled():
+    metrics.sample(timed_as, time.perf_counter_ns() - start)
+    if explain is not None and compile_explanation.enabled():
         explain()
     if key is not None:
         executable.key = cache_key(key, placement)
@@ -181,18 +189,18 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     return executable
 
 
-def execute(executable, *args):
-    """Launches `executable` on `args` (jax runs it asynchronously), timed as `ExecuteTime`."""
+def execute(executable, *args, timed_as="ExecuteTime"):
+    """Launches `executable` on `args` (jax runs it asynchronously), timed as `timed_as`
+    (`ExecuteTime`; an eager op's, `EagerOpExecuteTime`)."""
     start = time.perf_counter_ns()
     outputs = executable.compiled(*args)
-    metrics.sample("ExecuteTime", time.perf_counter_ns() - start)
+    metrics.sample(timed_as, time.perf_counter_ns() - start)
     return outputs
 
 
 def lower(fn, args, placement=None):
     """jax's `Lowered` of `fn` on `args` (under `placement`, if given), not compiled."""
-    jitted = jax.jit(fn) if placement is None else placement.jit(fn, (), args)
-    return jitted.lower(*args)
+    return jax.jit(fn).lower(*args) if placement is None else placement.lower(fn, (), args)
 
 
 def export(fn, args, **options):

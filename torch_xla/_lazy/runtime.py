@@ -186,7 +186,7 @@ def replica_mesh_devices():
     return [devs[i] for _, devs in sorted(by_process.items()) for i in replicas()]
 
 
-# SPMD (`_lazy/spmd`): xla:0 stands for every device of the runtime, and one program spans
+# SPMD (`_lazy/spmd/layout`): xla:0 stands for every device of the runtime, and one program spans
 # them all, partitioned by XLA: no replicas (world size 1).
 # XLA_USE_SPMD=1 in the environment turns SPMD on from the start (torch_xla's older switch).
 _spmd = [os.environ.get("XLA_USE_SPMD", "0").lower() in ("1", "true")]

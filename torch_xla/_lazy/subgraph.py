@@ -3,7 +3,7 @@
 `extract(roots, stop)` walks the graph behind `roots` down to the values where `stop(v)`
 holds (and to buffers), and writes what lies between as a plan in the compiler's form:
 the values it stopped at become its inputs, the nodes' dynamic scalars its scalars. A
-manual region (`_lazy/manual`) and a traced function (`_lazy/traced`) are such plans;
+manual region (`_lazy/spmd/manual_regions`) and a traced function (`_lazy/traced`) are such plans;
 `run` replays one on jax values (tracers of the enclosing program).
 """
 from . import compiler

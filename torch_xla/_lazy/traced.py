@@ -46,13 +46,27 @@ class _Seen(TorchFunctionMode):
 
     def __init__(self):
         super().__init__()
-        self.tensors = {}
+        self.tensors = {}  # id(value) -> the tensor that held it
+        self.first = {}    # id(tensor) -> (the tensor, the value it held when first seen)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         for a in tree_flatten((args, kwargs or {}))[0]:
             if _is_xla(a) and not isinstance(a, XLATensor):
-                self.tensors.setdefault(id(unwrap(a)._value), a)
+                v = unwrap(a)._value
+                self.tensors.setdefault(id(v), a)
+                self.first.setdefault(id(a), (a, v))
         return func(*args, **(kwargs or {}))
+
+    def check_unchanged(self, outside):
+        """Raises if the traced function changed a tensor from outside it in place (the
+        change would be made once, when traced, not at each call): the tensor keeps its
+        value."""
+        for t, v in self.first.values():
+            if id(v) in outside and unwrap(t)._value is not v:
+                unwrap(t)._value = v
+                raise RuntimeError("a traced function (assume_pure, scan, while_loop) changed "
+                                   "a tensor from outside it in place; pass it in and return "
+                                   "its new value instead")
 
 
 _TENSOR = object()  # an output position holding a tensor
@@ -113,6 +127,7 @@ def trace(fn, args, kwargs=None, name=None, raw=False) -> Traced:
             out = fn(*fake_args, **fake_kwargs)
     finally:
         execution.drop_deferred_checks(checks)
+    seen.check_unchanged(outside)
     out_flat, out_spec = tree_flatten(out)
     out_pos = [i for i, o in enumerate(out_flat) if isinstance(o, torch.Tensor)]
     roots = []

@@ -21,7 +21,7 @@ from jax import lax
 import numpy as np
 import torch
 
-from . import user_code
+from . import eager, user_code
 from .dispatch import engine_op, trace
 from .execution import defer_check
 from .ir import In, Node, Value
@@ -46,8 +46,9 @@ def deferred_error(error, op_name, location):
         where, source = user_code.describe(location)
         by_backward = "by the backward pass called " if location[3] else ""
         line = f" {by_backward}at {where}: {source}"
-    return type(error)(f"{error}\n(on XLA checked once the step's program ran, not at the op: "
-                       f"{op_name} was called{line})")
+    when = "when the op's program ran (eager mode)" if eager.enabled() else \
+        "once the step's program ran, not at the op"
+    return type(error)(f"{error}\n(on XLA checked {when}: {op_name} was called{line})")
 
 
 # ---- the reductions (jax in a program, numpy for indices on the host) ---------------------

@@ -18,6 +18,7 @@ import torch
 
 from torch_xla._lazy.lowering import overloads
 from torch_xla._lazy.frames import run_without_dynamo
+from torch_xla._lazy.kernel_libraries import installs_kernels
 
 aten = torch.ops.aten
 # Not a member of the Python enum (it has no name there), but parseable.
@@ -119,15 +120,10 @@ def _overloads(name):
     return [] if packet is None else overloads(packet)
 
 
-_libs = []
 
-
-def install() -> None:
+@installs_kernels("_", "aten")
+def install(fallback, lib) -> None:
     """Registers the kernels (once): at `import torch_xla`, so `torch.autocast('xla')` works."""
-    if _libs:
-        return
-    fallback, lib = torch.library.Library("_", "IMPL"), torch.library.Library("aten", "IMPL")
-    _libs.extend((fallback, lib))
     fallback.fallback(torch.library.fallthrough_kernel, "AutocastXLA")
     kernels = []
     for names, policy in ((LOWER_PRECISION, _lower_precision), (FLOAT32, _float32),

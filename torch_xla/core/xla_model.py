@@ -199,7 +199,7 @@ def optimizer_step(optimizer, barrier: bool = False, optimizer_args=None, groups
 #
 # A replica is one copy of the training program: a process under xmp.spawn, a thread per
 # device in DataParallel. Collectives are graph nodes run by all replicas in one program
-# (torch_xla/_lazy/collectives.py, run by torch_xla/_lazy/replicated.py); groups are lists of replica ordinals.
+# (torch_xla/_lazy/replicas/collective_ops.py, run by torch_xla/_lazy/replicas/program.py); groups are lists of replica ordinals.
 
 REDUCE_SUM, REDUCE_MUL, REDUCE_AND, REDUCE_OR, REDUCE_MIN, REDUCE_MAX = (
     "sum", "mul", "and", "or", "min", "max")

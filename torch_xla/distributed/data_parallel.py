@@ -12,7 +12,8 @@ import threading
 
 import torch
 
-from torch_xla._lazy import replicated, runtime
+from torch_xla._lazy import runtime
+from torch_xla._lazy.replicas import program as replicated
 from . import parallel_loader as pl
 
 _busy = set()  # indices of the devices a run in progress drives
@@ -90,7 +91,7 @@ class DataParallel:
             replicated.attend(meeting)
             # The replica's backward passes run on its thread (thread-local), where collectives
             # recorded by backward hooks (FSDP's reduce_scatter) know their replica.
-            torch.autograd.set_multithreading_enabled(False).__enter__()
+            torch._C._set_multithreading_enabled(False)
             try:
                 results[k] = loop_fn(self._models[k], para_loader.per_device_loader(self._devices[k]),
                                      self._devices[k], self._contexts[k])

@@ -55,12 +55,20 @@ def _child(index, fn, args, layout, errors):
             os.environ["TORCH_XLA_LOCAL_DEVICE"] = str(index)
         runtime.jax_devices()  # joins the runtime before anything else touches jax
         fn(index, *args)
+    except SystemExit as e:
+        if e.code not in (None, 0):  # sys.exit(0) is a success, as for a process (torch_xla's tests end so)
+            _fail(errors)
     except BaseException:  # noqa: BLE001  (reported to the parent, which raises it)
-        errors.send(traceback.format_exc())
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+        _fail(errors)
     _leave()
+
+
+def _fail(errors):
+    """Reports the traceback and leaves at once."""
+    errors.send(traceback.format_exc())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _leave():

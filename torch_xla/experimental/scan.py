@@ -37,10 +37,10 @@ def tree_flatten_none(pytree):
     return kept, unflatten
 
 
-def _body(fn, init, xs, is_fn_pure):
+def _body(fn, init, xs, is_fn_pure, partition_fn=default_partition):
     if not is_fn_pure:
         return loops.trace_scan_body(fn, init, xs)
-    key, _ = traced.signature((init, xs), None)
+    key = (id(partition_fn), traced.signature((init, xs), None)[0])
     per_fn = _SCAN_COMPUTATION_CACHE.setdefault(fn, {})
     body = per_fn.get(key)
     if body is None:
@@ -69,5 +69,16 @@ def scan(fn: Callable[[Carry, X], tuple[Carry, Y]], init: Carry, xs: X,
                              f"dimension size. Got {length} and {len(leaf)}")
     if length is None:
         raise ValueError(f"`xs` {xs} is an empty PyTree.")
-    body = _body(fn, init, xs, is_fn_pure)
+    body = _body(fn, init, xs, is_fn_pure, partition_fn)
     return loops.scan(body, init, xs, remat=partition_fn is not default_partition)
+
+
+def value_and_grad_partitioned(fn, init, xs, partition_fn=default_partition, is_fn_pure=True):
+    """(forward, alias_input, backward) of one step of `fn`, as torch_xla's:
+    `forward(carry, x) -> (new_carry, (y, activations))`, `alias_input(activations, x)`,
+    `backward(grad_new_carry, (grad_y, activations)) -> (grad_carry, grad_x)`; the
+    activations are the residuals of jax's vjp of the traced step (not AOTAutograd's)."""
+    body = _body(fn, init, xs, is_fn_pure, partition_fn)
+    flat, spec = tree_flatten(xs)
+    x0 = tree_unflatten([x[0] for x in flat], spec)
+    return loops.partitioned(body, init, x0)

@@ -14,7 +14,7 @@ own ops: reading it back from the device would wait for the program at every ste
 
 A graph holding collectives (`xm.all_reduce` and its kin, PyTorch's `_c10d_functional` ops:
 ops of the graph like any other) is one program over every replica's device, run as the
-lazy path runs its replicated programs (`_lazy/replicated`).
+lazy path runs its replicated programs (`replicas/program`).
 
 Graphs with symbolic sizes are compiled once per set of concrete sizes. A graph that cannot
 be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, counted as
@@ -29,7 +29,8 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
-from .. import compiler, metrics, replicated, rng, runner, runtime
+from .. import compiler, metrics, rng, runner, runtime
+from ..replicas import program as replicated
 from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
 from ..frames import run_without_dynamo
 from ..ir import Node, Value

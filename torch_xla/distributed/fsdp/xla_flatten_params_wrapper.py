@@ -41,6 +41,8 @@ class XlaFlattenParamsWrapper(nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
+            if name == "_fpw_module":  # not set yet (or a copy being rebuilt): nothing to forward to
+                raise
             return getattr(self._fpw_module, name)
 
     def __getitem__(self, key):

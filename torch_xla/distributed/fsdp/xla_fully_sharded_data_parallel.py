@@ -517,6 +517,8 @@ class XlaFullyShardedDataParallel(nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
+            if name == "_fsdp_wrapped_module":  # not set yet (or a copy being rebuilt): nothing to forward to
+                raise
             return getattr(self.module, name)
 
     def __getitem__(self, key):

@@ -6,7 +6,7 @@ from typing import List, Union
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from torch_xla._lazy import sharding as _sharding
+from torch_xla._lazy.spmd import mark_sharding as _sharding
 
 
 class ShardingType(enum.IntEnum):

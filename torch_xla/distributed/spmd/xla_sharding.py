@@ -17,8 +17,8 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 import torch_xla._XLAC
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
-from torch_xla._lazy import sharding as _sharding
-from torch_xla._lazy import spmd as _spmd
+from torch_xla._lazy.spmd import mark_sharding as _sharding
+from torch_xla._lazy.spmd import layout as _spmd
 
 from .einsum_linear import (EinsumLinear, XLAPatchedLinear,  # noqa: F401  (upstream's home
                             apply_xla_patch_to_nn_linear, xla_patched_nn_linear_forward)  # of them)

@@ -20,9 +20,10 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from . import compiler, spmd, subgraph, user_code
-from .ir import In, Node, Sc, Value
-from .lowering import Lowering
+from .. import compiler, subgraph, user_code
+from ..ir import In, Node, Sc, Value
+from ..lowering import Lowering
+from . import layout as spmd
 
 MANUAL = 4  # torch_xla's ShardingType.MANUAL
 

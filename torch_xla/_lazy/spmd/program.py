@@ -1,6 +1,6 @@
 """SPMD programs: one jax.jit program over every device, partitioned by XLA.
 
-Under SPMD (`_lazy/spmd`) a step's walk (`compiler.walk`) becomes one program over a mesh of
+Under SPMD (`_lazy/spmd/layout`) a step's walk (`compiler.walk`) becomes one program over a mesh of
 all devices: its sharded inputs are global arrays, jit reads their layouts from them, each
 root value given a sharding asks for it as its output's layout (`out_shardings`), and XLA's
 partitioner (Shardy/GSPMD) splits the program and inserts the collectives. Inputs still on
@@ -14,8 +14,10 @@ its output took.
 """
 import jax
 
-from . import compiler, debug, manual, metrics, runner, spmd
-from .lowering.sharding import SHARDING_CONSTRAINT
+from .. import compile_explanation, compiler, metrics, runner
+from . import layout as spmd
+from . import manual_regions as manual
+from .constraint_lowering import SHARDING_CONSTRAINT
 
 
 class _Layout:
@@ -103,14 +105,14 @@ def lowered(w):
     return runner.lower(_program(w, layout), layout.args, runner.OnMesh(layout.out))
 
 
-def _compiled(w, layout):
+def _compiled(w, layout, timed_as):
     placement = runner.OnMesh(layout.out)
     found = runner.lookup(layout.key, placement)
     if found is not None:
         return found
     return runner.compile(_program(w, layout), layout.args, placement, key=layout.key,
-                          donate=w.program.n_donated > 0,
-                          explain=lambda: debug.explain_compile(w.order, w.roots))
+                          donate=w.program.n_donated > 0, timed_as=timed_as,
+                          explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
 
 
 def _keep_placed(w, layout):
@@ -125,21 +127,23 @@ def _keep_placed(w, layout):
                 v.data = placed[id(v.data)]
 
 
-def run(w):
+def run(w, eager=False):
     """Runs walk `w` over the mesh (or on device 0 if nothing in it is sharded); returns its
-    outputs, each root value recording the layout its output took."""
+    outputs, each root value recording the layout its output took. `eager`: an eager op's
+    program (timed as `EagerOpCompileTime`/`EagerOpExecuteTime`)."""
+    prefix = "EagerOp" if eager else ""
     if w.collective:
         raise RuntimeError("xm collectives do not run under SPMD: XLA's partitioner inserts the "
                            "collectives a sharded program needs (use mark_sharding)")
     layout = _layout(w)
     if layout is None:
-        program, args = compiler.program_for(w), w.call_args
+        program, args = compiler.program_for(w, f"{prefix}CompileTime"), w.call_args
     else:
-        program, args = _compiled(w, layout), layout.args
+        program, args = _compiled(w, layout, f"{prefix}CompileTime"), layout.args
         _keep_placed(w, layout)
     metrics.count("ExecuteReplicated")  # torch_xla's names for a program over the devices
     with metrics.timed("ExecuteReplicatedTime"):
-        outputs = runner.execute(program, *args)
+        outputs = runner.execute(program, *args, timed_as=f"{prefix}ExecuteTime")
     if layout is not None:
         for v, out in zip(w.roots, outputs):
             if v.sharding is None:

@@ -25,7 +25,7 @@ import numpy as np
 from jax._src.lax.lax import _convert_element_type
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from . import metrics, runner, runtime
+from .. import metrics, runner, runtime
 
 AXIS = runtime.REPLICA_AXIS
 

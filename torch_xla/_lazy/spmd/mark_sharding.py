@@ -1,19 +1,21 @@
 """What `mark_sharding` and its kin call: shardings given to tensors, read back, kept.
 
-`mark(t, sharding)` gives tensor `t` a jax sharding (SPMD only, `_lazy/spmd`): data already
+`mark(t, sharding)` gives tensor `t` a jax sharding (SPMD only, `_lazy/spmd/layout`): data already
 on the device is laid out that way at once; a pending value gets a sharding-constraint node
-(`lowering/sharding`) that the partitioner honours, and the program's output takes that
+(`spmd/constraint_lowering`) that the partitioner honours, and the program's output takes that
 layout. An in-place update of a sharded tensor keeps its sharding (`propagate`, called
 where functionalization swaps a tensor's value). `local_shards` reads each device's block.
 """
 import numpy as np
 import torch
 
-from . import manual, runtime, spmd
-from .execution import from_cpu, materialize, raise_failed_checks
-from .ir import In, Node, Value
-from .lowering.sharding import SHARD_ALIKE, SHARDING_CONSTRAINT
-from .tensor import XLATensor, to_functional, unwrap, wrap
+from .. import runtime
+from ..execution import from_cpu, materialize, raise_failed_checks
+from ..ir import In, Node, Value
+from ..tensor import XLATensor, to_functional, unwrap, wrap
+from . import layout as spmd
+from . import manual_regions as manual
+from .constraint_lowering import SHARD_ALIKE, SHARDING_CONSTRAINT
 
 
 def _value_of(t):
@@ -58,7 +60,7 @@ def _outside_regions(t: torch.Tensor, what: str) -> Value:
 
 
 def mark_manual(t: torch.Tensor) -> None:
-    """Marks `t`, computed inside a manual region (`_lazy/manual`), as in manual sharding
+    """Marks `t`, computed inside a manual region (`_lazy/spmd/manual_regions`), as in manual sharding
     mode (its spec reads `{manual}`); raises for a tensor from outside one."""
     v = _value_of(t)
     if not manual.inside(v):
@@ -111,7 +113,7 @@ def shard_alike(x: torch.Tensor, y: torch.Tensor):
 
 def enter_manual(t: torch.Tensor, s) -> torch.Tensor:
     """The per-device shard view of `t` laid out by `s`, in manual sharding mode
-    (`_lazy/manual`)."""
+    (`_lazy/spmd/manual_regions`)."""
     return to_functional(wrap(manual.enter(_value_of(t), s)))
 
 

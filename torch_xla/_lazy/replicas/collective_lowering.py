@@ -1,9 +1,9 @@
 """Collectives inside the compiled graph: lowerings over the replicas' mesh axis.
 
-These lower the ops `xla::all_reduce` and its kin (defined in `_lazy/collectives`, which
+These lower the ops `xla::all_reduce` and its kin (defined in `replicas/collective_ops`, which
 `xm.all_reduce` and its kin call, eagerly or inside `torch.compile`); each takes the op's
 arguments as its schema orders them. A graph holding one is compiled as one SPMD program
-over every replica's device (`_lazy/replicated`), where each lowering calls a jax.lax
+over every replica's device (`replicas/program`), where each lowering calls a jax.lax
 collective over the axis `runtime.REPLICA_AXIS`. Mesh position = global ordinal, so replica
 groups name positions on that axis, and the axis size is the world size. Without groups
 the native psum/all_gather/psum_scatter/all_to_all run; with groups (shard_map has no
@@ -14,7 +14,7 @@ import numpy as np
 from jax import lax
 
 from ..runtime import REPLICA_AXIS as AXIS
-from . import Lowering
+from ..lowering import Lowering
 
 
 def _group_of(groups, world):

@@ -8,7 +8,7 @@ in every process. A value's buffer is then one of two things:
 - a global jax array over a jax `Mesh` of all devices, sharded by a `NamedSharding`
   (`mark_sharding`), or laid out as XLA's partitioner chose for a program's output.
 `Value.sharding` is the sharding a value was given (or its buffer took in a program); the
-SPMD program (`_lazy/spmd_program`) uses it as the output's layout and jit reads the
+SPMD program (`_lazy/spmd/program`) uses it as the output's layout and jit reads the
 inputs' layouts from their arrays. A sharding with a dim that does not divide over its
 mesh axes cannot lay a jax array out (jax arrays hold no padded shards): such data is held
 replicated, programs constrain it to its sharding, and its shards are read padded, as XLA
@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
-from . import runner, runtime
+from .. import runner, runtime
 
 # torch_xla's OpSharding types (XLA's OpSharding.Type numbers)
 REPLICATED, MAXIMAL, TILED, PARTIAL = 0, 1, 3, 5

@@ -1,14 +1,14 @@
 """Sharding constraints inside the graph: `mark_sharding` of a pending value, `shard_as`.
 
-Not ATen ops: the engine's sharding front (`_lazy/sharding`) records them, a jax sharding
+Not ATen ops: the engine's sharding front (`_lazy/spmd/mark_sharding`) records them, a jax sharding
 as a static argument (part of the node's key). Their lowerings are jax's
 `with_sharding_constraint` and `shard_alike`, which XLA's partitioner honours when it
-partitions the program (`_lazy/spmd_program`).
+partitions the program (`_lazy/spmd/program`).
 """
 import jax
 from jax.experimental.shard_alike import shard_alike
 
-from . import Lowering
+from ..lowering import Lowering
 
 
 def _constrain(x, sharding):

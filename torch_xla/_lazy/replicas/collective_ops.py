@@ -4,22 +4,22 @@ its kin call.
 Each collective is an op of the `xla` library (torch.library), so that dynamo records a call
 inside a compiled function as a node of its graph, shaped by the fake kernel here. On XLA
 tensors (the lazy path) the engine op here records a graph node; a captured graph
-(`graph_capture`) lowers its node through the same lowering (`lowering/collectives`).
+(`graph_capture`) lowers its node through the same lowering (`replicas/collective_lowering`).
 Either way the graph that holds one runs as one program over every replica's device
-(`_lazy/replicated`). Both check the arguments against the world size of the call (it
+(`replicas/program`). Both check the arguments against the world size of the call (it
 differs between DataParallel's threads and the process outside them), so no shape is
 cached across calls. PyTorch's own traceable collectives (`_c10d_functional`) on XLA
 tensors are the same ops over every replica, as in torch_xla (their group name is not read).
 """
 import torch
 
-from . import runtime, user_code
-from .dispatch import encode_constant_call, engine_op
-from .ir import In, Node, Value
-from .lowering import REGISTRY
-from .lowering import collectives as lowerings
-from .lowering.collectives import ALL_REDUCE  # noqa: F401  (a node's lowering, for tests)
-from .tensor import to_functional, unwrap, wrap
+from .. import eager, runtime, user_code
+from ..dispatch import encode_constant_call, engine_op
+from ..ir import In, Node, Value
+from ..lowering import REGISTRY
+from ..tensor import to_functional, unwrap, wrap
+from . import collective_lowering as lowerings
+from .collective_lowering import ALL_REDUCE  # noqa: F401  (a node's lowering, for tests)
 
 REDUCE_TYPES = ("sum", "mul", "and", "or", "min", "max")
 
@@ -146,7 +146,10 @@ _C10D = {
 def _record(lowering, template, values, device, avals):
     """User-level outputs of a new node of `lowering` on `values` (on `device`)."""
     node = Node(lowering, template, tuple(values), (), tuple(avals), user_code.user_line())
-    return [wrap(Value(shape, dtype, device, node=node, index=i)) for i, (shape, dtype) in enumerate(avals)]
+    outs = [wrap(Value(shape, dtype, device, node=node, index=i)) for i, (shape, dtype) in enumerate(avals)]
+    if eager.enabled():
+        eager.run_outputs(outs)
+    return outs
 
 
 def _register(op, shapes, lowering):

@@ -1,0 +1,109 @@
+"""Eager mode: µs per op of a steady loop of small ops (eager mode against eager PyTorch on
+the CPU, the lazy path and jax's own op-by-op dispatch of the same ops), and a step of the
+MLP in eager mode against the lazy step; each pair timed in alternating blocks."""
+import jax
+import jax.numpy as jnp
+import torch
+
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+from torch_xla.experimental import eager_mode_context
+from common import alternating_times, flop_rate, last_torch_xla_program, program_flops, report
+from mlp import torch_step_fn
+
+OPS_PER_ITER, ITERS = 3, 100  # x = tanh(x * w + 1): mul, add, tanh
+SHAPE = (16, 16)
+LAZY_OPS_PER_STEP = 30  # the lazy loop ends a step every 10 iterations
+
+
+def _loop(x, w, iters=ITERS):
+    for _ in range(iters):
+        x = torch.tanh(x * w + 1.0)
+    return x
+
+
+def _torch_loop(device, eager):
+    x = torch.randn(SHAPE).to(device)
+    w = torch.randn(SHAPE).to(device)
+    xm.mark_step() if device != "cpu" else None
+
+    def step():
+        if eager:
+            with eager_mode_context(True):
+                _loop(x, w)
+        elif device == "cpu":
+            _loop(x, w)
+        else:
+            y = x
+            for _ in range(ITERS // 10):
+                y = _loop(y, w, 10)
+                xm.mark_step()
+    return step
+
+
+def _jax_loop():
+    """The same ops, one jitted function per op called from Python: jax's op-by-op floor."""
+    mul, add, tanh = jax.jit(jnp.multiply), jax.jit(lambda a: a + 1.0), jax.jit(jnp.tanh)
+    x = jnp.asarray(torch.randn(SHAPE).numpy())
+    w = jnp.asarray(torch.randn(SHAPE).numpy())
+    out = [x]
+
+    def step():
+        y = x
+        for _ in range(ITERS):
+            y = tanh(add(mul(y, w)))
+        out[0] = y
+    return step, lambda: out[0].block_until_ready()
+
+
+def _per_op_us(seconds):
+    return seconds / (ITERS * OPS_PER_ITER) * 1e6
+
+
+def small_ops():
+    ours = (_torch_loop(xm.xla_device(), eager=True), xm.wait_device_ops)
+    figures = {}
+    for name, other in (("cpu", (_torch_loop("cpu", eager=False), lambda: None)),
+                        ("lazy", (_torch_loop(xm.xla_device(), eager=False), xm.wait_device_ops)),
+                        ("jax", _jax_loop())):
+        ours_t, other_t, ratio = alternating_times(ours, other, warmup=2, blocks=7, steps_per_block=3)
+        figures[f"eager_us_per_op_vs_{name}"] = _per_op_us(ours_t)
+        figures[f"{name}_us_per_op"] = _per_op_us(other_t)
+        figures[f"eager/{name}"] = ratio
+    met.clear_all()
+    with eager_mode_context(True):
+        x = torch.randn(SHAPE).to(xm.xla_device())
+        _loop(x, x, 5)
+        met.clear_all()
+        _loop(x, x)
+    xm.wait_device_ops()
+    figures["steady_compiles"] = (met.metric_data("EagerOpCompileTime") or (0,))[0]
+    figures["steady_runs"] = met.metric_data("EagerOpExecuteTime")[0]
+    report("eager_small_ops", figures)
+
+
+def mlp_step():
+    eager_step = torch_step_fn(xm.xla_device(), True)
+    lazy_step = torch_step_fn(xm.xla_device(), True)
+
+    def eager():
+        with eager_mode_context(True):
+            eager_step()
+    eager_t, lazy_t, ratio = alternating_times((eager, xm.wait_device_ops),
+                                               (lazy_step, xm.wait_device_ops),
+                                               warmup=2, blocks=6, steps_per_block=3)
+    lazy_step()
+    xm.wait_device_ops()
+    flops = program_flops(last_torch_xla_program())  # the lazy step's one program
+    met.clear_all()
+    eager()
+    xm.wait_device_ops()
+    report("eager_mlp", {"eager_ms": eager_t * 1e3, "lazy_ms": lazy_t * 1e3, "eager/lazy": ratio,
+                         "programs_per_step": met.metric_data("EagerOpExecuteTime")[0],
+                         **{f"eager_{k}": v for k, v in flop_rate(flops, eager_t).items()},
+                         "lazy_of_peak": flop_rate(flops, lazy_t)["of_peak"]})
+
+
+if __name__ == "__main__":
+    small_ops()
+    mlp_step()

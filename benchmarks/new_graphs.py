@@ -1,0 +1,206 @@
+"""The cost of a graph seen for the first time: G graphs of K ops (`tanh(x @ w) * 0.5 + 1`
+repeated), each with a new batch size, traced, compiled and run once, ours and the same
+function under `jax.jit` alternated graph by graph; ours split into tracing, lowering to
+StableHLO (`LoweringTime`), XLA's compile (`CompileTime` less lowering) and the first run
+(the rest: the walk, the launch, the run). Prints the medians per graph, the median of the
+per-graph ratios ours/JAX (wall time and process CPU time, XLA's threads included) and both
+programs' HLO instruction counts.
+
+    python benchmarks/new_graphs.py [G] [K]        # default 40 graphs of 30 ops
+    python benchmarks/new_graphs.py --train [G]    # MLP and transformer steps, G new batch sizes
+    python benchmarks/new_graphs.py --persistent [G] [K]  # a second process on the disk cache
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+import torch_xla.runtime as xr
+
+WIDTH = 32
+OPS_PER_BLOCK = 4  # mm, tanh, mul, add
+
+
+def _metric_sum(name):
+    data = met.metric_data(name)
+    return 0.0 if data is None else data[1] / 1e9
+
+
+def _clock():
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start):
+    wall, cpu = _clock()
+    return wall - start[0], cpu - start[1]
+
+
+def hlo_instructions(compiled) -> int:
+    """Instructions of an optimized HLO module, its fused computations included."""
+    return sum(1 for line in compiled.as_text().splitlines()
+               if " = " in line and not line.lstrip().startswith(("HloModule", "%fused", "ENTRY")))
+
+
+def _last_program():
+    from torch_xla._lazy import runner
+    return runner.cached_programs()[-1].compiled
+
+
+def ours_graph(run_ops, make_inputs):
+    """One new graph on the lazy path: (wall, cpu, trace, lowering, compile, run) seconds."""
+    inputs = make_inputs()
+    xm.mark_step()
+    xm.wait_device_ops()
+    lowering0, compile0 = _metric_sum("LoweringTime"), _metric_sum("CompileTime")
+    start = _clock()
+    run_ops(*inputs)
+    trace = time.perf_counter() - start[0]
+    xm.mark_step()
+    xm.wait_device_ops()
+    wall, cpu = _since(start)
+    lowering = _metric_sum("LoweringTime") - lowering0
+    compile_ = _metric_sum("CompileTime") - compile0 - lowering
+    return wall, cpu, trace, lowering, compile_, wall - trace - lowering - compile_
+
+
+def jax_graph(fn, args):
+    """The same graph under jax.jit: (wall, cpu, trace and lowering, compile, run), and the
+    compiled program."""
+    start = _clock()
+    lowered = jax.jit(fn).lower(*args)
+    lowering = time.perf_counter() - start[0]
+    compiled = lowered.compile()
+    compile_ = time.perf_counter() - start[0] - lowering
+    jax.block_until_ready(compiled(*args))
+    wall, cpu = _since(start)
+    return (wall, cpu, lowering, compile_, wall - lowering - compile_), compiled
+
+
+def _report(name, ours, theirs, ours_hlo, jax_hlo):
+    ours, theirs = np.array(ours), np.array(theirs)
+    med = lambda a: float(np.median(a))  # noqa: E731
+    figures = {
+        "graphs": len(ours), "ours_ms": med(ours[:, 0]) * 1e3, "jax_ms": med(theirs[:, 0]) * 1e3,
+        "ours/jax": med(ours[:, 0] / theirs[:, 0]), "ours/jax_cpu": med(ours[:, 1] / theirs[:, 1]),
+        "ours_trace_ms": med(ours[:, 2]) * 1e3, "ours_lowering_ms": med(ours[:, 3]) * 1e3,
+        "ours_xla_compile_ms": med(ours[:, 4]) * 1e3, "ours_first_run_ms": med(ours[:, 5]) * 1e3,
+        "jax_lowering_ms": med(theirs[:, 2]) * 1e3, "jax_xla_compile_ms": med(theirs[:, 3]) * 1e3,
+        "jax_first_run_ms": med(theirs[:, 4]) * 1e3, "ours_hlo_instructions": ours_hlo,
+        "jax_hlo_instructions": jax_hlo}
+    print(name, json.dumps({k: round(v, 3) if isinstance(v, float) else v
+                            for k, v in figures.items()}), flush=True)
+    return figures
+
+
+def chain(graphs, ops, batch0=3):
+    """G new graphs of `ops` ops each, ours and JAX's alternated."""
+    device = xm.xla_device()
+    blocks = max(1, ops // OPS_PER_BLOCK)
+    w_cpu = torch.randn(WIDTH, WIDTH) * 0.1
+    w, wj = w_cpu.to(device), jnp.asarray(w_cpu.numpy())
+
+    def run_ops(x):
+        for _ in range(blocks):
+            x = torch.tanh(x @ w) * 0.5 + 1
+        return x
+
+    def jax_fn(x, w):
+        for _ in range(blocks):
+            x = jnp.tanh(x @ w) * 0.5 + 1
+        return x
+    ours, theirs = [], []
+    held = []
+    for g in range(graphs + 1):  # the first pair warms both up
+        batch = batch0 + g
+        x_cpu = torch.randn(batch, WIDTH)
+        mine = ours_graph(lambda x: held.append(run_ops(x)), lambda: (x_cpu.to(device),))
+        held.clear()
+        jaxs, compiled = jax_graph(jax_fn, (jnp.asarray(x_cpu.numpy()), wj))
+        if g:
+            ours.append(mine)
+            theirs.append(jaxs)
+    return _report(f"chain {blocks * OPS_PER_BLOCK} ops", ours, theirs,
+                   hlo_instructions(_last_program()), hlo_instructions(compiled))
+
+
+def _train_pair(module_name, graphs):
+    """The first step after a change of batch size, ours and JAX's, alternated."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    module = __import__(module_name)
+    device = xm.xla_device()
+    ours_step, ours_inputs = module.new_batch_step(device)
+    jax_step, jax_args = module.jax_new_batch_step()
+    ours, theirs = [], []
+    for g in range(graphs + 1):
+        batch = 4 + g
+        mine = ours_graph(ours_step, lambda: ours_inputs(batch))
+        jaxs, compiled = jax_graph(jax_step, jax_args(batch))
+        if g:
+            ours.append(mine)
+            theirs.append(jaxs)
+    return _report(f"{module_name} step", ours, theirs, hlo_instructions(_last_program()),
+                   hlo_instructions(compiled))
+
+
+def persistent(graphs, ops):
+    """The same G graphs in two fresh processes sharing a persistent cache: per graph."""
+    with tempfile.TemporaryDirectory() as cache:
+        seconds = []
+        for _ in range(2):
+            out = subprocess.run([sys.executable, __file__, "--persistent-child", cache,
+                                  str(graphs), str(ops)], capture_output=True, text=True)
+            if out.returncode:
+                raise RuntimeError(out.stderr)
+            seconds.append(json.loads(out.stdout.splitlines()[-1]))
+    first, second = (float(np.median(s["walls"])) for s in seconds)
+    print("persistent", json.dumps({"first_process_ms": round(first * 1e3, 2),
+                                    "second_process_ms": round(second * 1e3, 2),
+                                    "first/second": round(first / second, 2),
+                                    "second_hits": seconds[1]["hits"]}), flush=True)
+
+
+def persistent_child(cache, graphs, ops):
+    xr.initialize_cache(cache)
+    device = xm.xla_device()
+    blocks = max(1, ops // OPS_PER_BLOCK)
+    torch.manual_seed(0)
+    w = (torch.randn(WIDTH, WIDTH) * 0.1).to(device)
+    walls, held = [], []
+
+    def run_ops(x):
+        for _ in range(blocks):
+            x = torch.tanh(x @ w) * 0.5 + 1
+        held.append(x)
+    for g in range(graphs + 1):
+        wall = ours_graph(run_ops, lambda: (torch.randn(3 + g, WIDTH).to(device),))[0]
+        held.clear()
+        if g:
+            walls.append(wall)
+    print(json.dumps({"walls": walls, "hits": met.counter_value("PersistentCacheHit") or 0}))
+
+
+def main(argv):
+    if argv[:1] == ["--persistent-child"]:
+        return persistent_child(argv[1], int(argv[2]), int(argv[3]))
+    if argv[:1] == ["--persistent"]:
+        return persistent(*(int(a) for a in (argv[1:] or ["10", "30"])))
+    if argv[:1] == ["--train"]:
+        graphs = int(argv[1]) if len(argv) > 1 else 4
+        for name in ("mlp", "transformer"):
+            _train_pair(name, graphs)
+        return
+    graphs, ops = (int(a) for a in (argv + ["40", "30"][len(argv):]))
+    chain(graphs, ops)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

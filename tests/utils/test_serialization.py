@@ -1,0 +1,36 @@
+"""torch_xla.utils.serialization: the structure in one file, each tensor in a file of its
+own, CPU tensors back with the saved values; only the master writes."""
+import os
+
+import torch
+
+import torch_xla.utils.serialization as xser
+from tests.compare import assert_same
+
+
+def test_save_and_load_a_state_dict(dev, tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2).to(dev)
+    extra = torch.arange(4, device=dev) * 2  # pending: computed by the save
+    path = str(tmp_path / "data.pt")
+    xser.save({"model": model.state_dict(), "extra": (extra, extra), "step": 7}, path)
+    assert sorted(os.listdir(path + ".tensors")) == ["tensor_0.pt", "tensor_1.pt", "tensor_2.pt"]
+    loaded = xser.load(path)
+    assert loaded["step"] == 7
+    assert all(t.device.type == "cpu" for t in loaded["model"].values())
+    assert_same(dict(model.state_dict()), dict(loaded["model"]))
+    a, b = loaded["extra"]  # one tensor saved twice is one file
+    assert a is b and torch.equal(a, torch.arange(4) * 2)
+    cpu = torch.nn.Linear(3, 2)
+    cpu.load_state_dict(loaded["model"])
+    assert_same(cpu.to(dev).state_dict(), model.state_dict())
+
+
+def test_only_the_master_writes(dev, tmp_path, monkeypatch):
+    import torch_xla.core.xla_model as xm
+    monkeypatch.setattr(xm, "is_master_ordinal", lambda local=True: False)
+    path = str(tmp_path / "data.pt")
+    xser.save([torch.ones(2, device=dev)], path)
+    assert not os.path.exists(path) and not os.path.exists(path + ".tensors")
+    xser.save([torch.ones(2, device=dev)], path, master_only=False)
+    assert torch.equal(xser.load(path)[0], torch.ones(2))

@@ -1,0 +1,165 @@
+"""Eager mode: each op the user calls runs as it returns, one small program per op.
+
+With eager mode on (`torch_xla.experimental.eager_mode(True)`), the dispatch entry traces
+an op as always and then runs what its outputs need at once (`run_outputs`), as one
+program; the op's own decomposition, the ops a kernel calls inside the engine, stay in
+that one program (only the outermost dispatch on a thread runs its outputs). Programs are
+cached by the graph's structure, as every program is, so a loop of the same ops compiles
+each op once; their compilations and runs are counted as `EagerOpCompileTime` and
+`EagerOpExecuteTime` (not `CompileTime`/`ExecuteTime`). A value check (an index out of
+range) is read at the op, so it raises there.
+
+The mode is one setting for the process, as in torch_xla; `torch_xla.compile` turns it off
+while its function is traced.
+"""
+import threading
+import weakref
+
+from . import compiler, execution, runner, runtime
+from .tensor import XLATensor
+
+ON = [False]  # the setting, read by the dispatch entry at each op
+_depth = threading.local()  # per thread: an op of this thread is being dispatched
+
+
+def set_enabled(enable: bool) -> None:
+    ON[0] = bool(enable)
+    execution.time_as_eager(enable)
+
+
+def enabled() -> bool:
+    return ON[0]
+
+
+def outermost() -> bool:
+    """Whether no op is being dispatched on this thread."""
+    return not getattr(_depth, "inside", False)
+
+
+def call(dispatch, func, args, kwargs):
+    """`dispatch(func, args, kwargs)` as the outermost dispatch of the thread, then the
+    pending values of its outputs and arguments run (an op may write an argument its
+    schema does not mark: batch norm's running statistics)."""
+    _depth.inside = True
+    try:
+        out = dispatch(func, args, kwargs)
+    finally:
+        _depth.inside = False
+    values = _pending_values(args, _pending_values(out, []))
+    if values:
+        _run(values)
+    return out
+
+
+def _pending_values(out, found):
+    """The pending values of the XLA tensors in `out` (nested tuples and lists), appended to
+    `found`."""
+    t = type(out)
+    if t is XLATensor:
+        value = out._value
+        if value.node is not None:
+            found.append(value)
+    elif t is tuple or t is list:
+        for o in out:
+            _pending_values(o, found)
+    return found
+
+
+# An op's programs by its node's type and its inputs' signatures: (weak reference to the
+# program, which input each of the program's arguments is). A hit skips the walk and the
+# graph look-up a step's program takes: a launch is most of an eager op's time.
+_programs = {}
+_MAX_ENTRIES = 4096  # then forgotten together
+
+
+def _op_key(node):
+    """The key of an op's program: its node's type, its inputs' signatures and which inputs
+    are the same value (None: an input is still pending)."""
+    inputs = node.inputs
+    parts = [node.type]
+    for i, v in enumerate(inputs):
+        if v.data is None:
+            return None
+        same = i
+        for j in range(i):
+            if inputs[j] is v:
+                same = j
+                break
+        parts.append(v.key)
+        parts.append(same)
+    return tuple(parts)
+
+
+def _one_node(values):
+    """The node all `values` are the outputs of, each once, in order; else None."""
+    node = values[0].node
+    if len(values) != len(node.avals):
+        return None
+    for i, v in enumerate(values):
+        if v.node is not node or v.index != i:
+            return None
+    return node
+
+
+def run_outputs(out) -> None:
+    """Runs the pending values of `out` (a tensor, or a tuple or list of them) now."""
+    values = _pending_values(out, [])
+    if values:
+        _run(values)
+
+
+def _run(values) -> None:
+    """Runs the pending `values` of one op: an op seen before, on computed inputs,
+    relaunches its program at once."""
+    node = _one_node(values)
+    key = None
+    if node is not None and not node.op.collective and not execution.has_checks() \
+            and not runtime.is_spmd():
+        key = _op_key(node)
+        if key is not None and _launch(key, node, values):
+            return
+    program = execution.materialize(values, eager=True)
+    if key is not None and program is not None and len(program.plan) == 1:
+        _remember(key, node, program)
+
+
+def _launch(key, node, values) -> bool:
+    """Runs `values` with the op's cached program; False if there is none."""
+    entry = _programs.get(key)
+    program = None if entry is None else entry[0]()
+    if program is None or not compiler.cached(program):
+        return False
+    inputs = node.inputs
+    outputs = runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in entry[1]]),
+                             program.pack_on(node.scalars, values[0].device),
+                             timed_as="EagerOpExecuteTime")
+    for v, o in zip(values, outputs):
+        v.set_data(o)
+    execution.save_graph((node,))
+    return True
+
+
+def _remember(key, node, program) -> None:
+    """Keeps `program`, which ran `node`'s outputs, for the next call of the op."""
+    if program.n_donated or program.roots != tuple((0, i) for i in range(len(node.avals))):
+        return
+    picks = _argument_inputs(node, program)
+    if picks is None:
+        return
+    if len(_programs) >= _MAX_ENTRIES:
+        _programs.clear()
+    _programs[key] = (weakref.ref(program), picks)
+
+
+def _argument_inputs(node, program):
+    """For each argument of `program` (its leaves, in order), the position of that leaf in
+    `node`'s inputs; None if the plan reads them otherwise than as `node`'s inputs."""
+    refs = program.plan[0][2]
+    if len(refs) != len(node.inputs) or any(p != -1 for p, _ in refs):
+        return None
+    picks = {}
+    for position, (_, leaf) in enumerate(refs):
+        picks.setdefault(leaf, position)
+    if sorted(picks) != list(range(len(picks))):
+        return None
+    return tuple(picks[i] for i in range(len(picks)))
