@@ -159,7 +159,7 @@ class GraphFunction:
 
     With `collectives`, the graph may hold collectives (`xm.all_reduce`...): then
     `collective` is true, and the function must run under the replicas' mesh axis
-    (`_lazy/replicated`).
+    (`replicas/program`).
 
     For StableHLO export: with `lift_scalars`, the Scalar arguments of ops other than 0 and
     1 are parameters of the function (`constants`, their values; passed after the seeds)
