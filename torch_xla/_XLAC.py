@@ -149,11 +149,6 @@ def _xla_wait_device_ops(devices=()) -> None:
     _execution.wait_device_ops()
 
 
-def _get_xla_tensor_debug_info(t) -> str:
-    """What the engine holds for tensor `t`: shape, pending node (`IR:`) or buffer (`XLAData:`)."""
-    return _graph_dump.tensor_debug_info(t)
-
-
 def _on_ready_callback(t, callback) -> None:
     """Calls `callback()` from another thread once `t`'s buffer is computed."""
     _ready.on_ready(t, callback)
@@ -336,6 +331,15 @@ def _hlo_shape(shape, dtype) -> str:
     return f"{kind}[{','.join(str(d) for d in shape)}]"
 
 
+def _ir_text(node) -> str:
+    """A pending node as the debug info shows it: torch_xla's op name (`aten::add`), then the
+    node as the engine prints it; `None` for a computed value."""
+    if node is None:
+        return "None"
+    namespace, _, rest = node.op.name.partition(".")
+    return f"{namespace}::{rest.split('.')[0]} {_ir.format_node(node)}" if rest else _ir.format_node(node)
+
+
 def _get_xla_tensor_debug_info(t) -> str:
     """What the engine holds for `t`: its id, device, shape, sharding, pending IR node and
     device data, in torch_xla's layout (`XLA Shape: f32[4,2]`, `Data Shape: ...`)."""
@@ -345,7 +349,7 @@ def _get_xla_tensor_debug_info(t) -> str:
     spec = _sharding.spec_text(t)
     lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: xla:{v.device}",
              f"XLA Shape: {_hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
-             f"IR: {_ir.format_node(v.node) if v.node is not None else 'None'}"]
+             f"IR: {_ir_text(v.node)}"]
     if v.data is None:
         lines.append("XLAData: None")
     else:
