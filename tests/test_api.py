@@ -1,6 +1,7 @@
 """The top-level torch_xla API: devices, sync and step closures, compile/step, launch,
 seeds, the version and distribution metadata, and what `import torch_xla` makes reachable."""
 import importlib.metadata
+import os
 import subprocess
 import sys
 
@@ -32,9 +33,11 @@ def test_version_and_distribution_metadata():
 def test_import_makes_the_submodules_reachable():
     code = ("import torch_xla; print(torch_xla.runtime.world_size(), "
             "torch_xla.core.xla_model.xla_device(), callable(torch_xla._XLAC._xla_get_default_device), "
-            "torch_xla.experimental.__name__)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["1", "xla:0", "True", "torch_xla.experimental"]
+            "torch_xla.experimental.__name__, torch_xla.runtime.is_spmd())")
+    env = dict(os.environ, XLA_USE_SPMD="1")  # torch_xla's older switch: SPMD from the start
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env)
+    assert out.stdout.split() == ["1", "xla:0", "True", "torch_xla.experimental", "True"]
 
 
 def test_environment_variable_names():
@@ -209,3 +212,10 @@ def test_tpu_count_is_zero_on_a_host_without_tpus(monkeypatch):
         tpu.version()
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
     assert tpu.version() == 3 and tpu.num_logical_cores_per_chip() == 2
+
+
+def test_op_builder_ops_refuse_naming_call_jax():
+    import torch_xla.core.xla_op_registry as xor
+    op = xor.register("slice_and_add", lambda a, b: a + b)
+    with pytest.raises(NotImplementedError, match="call_jax"):
+        op(torch.ones(2), torch.ones(2))

@@ -1,5 +1,6 @@
 """torch_xla.stablehlo: exported programs as StableHLO modules that run on the XLA device,
 saved to a directory and loaded again in a fresh process without the model's code."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -209,3 +210,12 @@ def test_bytecode_of_the_pending_graph(dev):
         assert "stablehlo.tanh" in text and "stablehlo.multiply" in text
     xm.mark_step()
     assert xm.get_stablehlo_bytecode([b]) == b""  # nothing pending any more
+
+
+def test_stablehlo_test_utils_wrap_a_function_for_export():
+    from torch_xla.utils import stablehlo_test_utils as st
+    m = st.wrap_func_as_nn_module(lambda a, b: a * b + 1)
+    assert not m.training
+    ep = torch.export.export(m, (torch.ones(2), torch.full((2,), 3.0)))
+    assert ep.module()(torch.ones(2), torch.full((2,), 3.0)).tolist() == [4.0, 4.0]
+    assert st.has_tf_package() == (importlib.util.find_spec("tensorflow") is not None)

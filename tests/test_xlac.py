@@ -40,3 +40,88 @@ def test_disallowed_execution_raises_and_leaves_the_graph_pending(dev):
     finally:
         torch_xla._XLAC._set_allow_execution(True)
     assert x.cpu().tolist() == [2, 2]
+
+
+def test_tensor_debug_info_shows_shapes_ir_and_data(dev):
+    x = torch.randn(4, 2, device=dev)
+    torch_xla.sync()
+    info = torch_xla._XLAC._get_xla_tensor_debug_info(x)
+    assert "XLA Shape: f32[4,2]" in info and "IR: None" in info
+    assert "Data Shape: f32[4,2]" in info and "Data Device: CPU:0" in info
+    pending = torch_xla._XLAC._get_xla_tensor_debug_info(x.to(torch.complex64) * 2)
+    assert "XLA Shape: c64[4,2]" in pending and "XLAData: None" in pending and "aten.mul" in pending
+    assert torch_xla._XLAC._get_xla_tensor_debug_info(torch.ones(1)) == "Not a XLATensor\n"
+
+
+def test_tensor_ids_are_stable_and_distinct(dev):
+    a, b = torch.ones(2, device=dev), torch.ones(2, device=dev)
+    ids = [torch_xla._XLAC._xla_get_tensor_id(t) for t in (a, b, a)]
+    assert ids[0] == ids[2] != ids[1]
+    a.add_(1)
+    assert torch_xla._XLAC._xla_get_tensor_id(a) == ids[0]
+
+
+def test_materialization_needs_and_fallback_ops(dev):
+    x = torch.ones(2, device=dev)
+    torch_xla.sync()
+    y = x + 1
+    assert torch_xla._XLAC._check_tensor_need_materialization([x, y]) == [False, True]
+    met.clear_counters()
+    torch_xla._XLAC._xla_increment_counter("aten::made_up", 2)
+    assert torch_xla._XLAC._get_executed_fallback_ops() == ["aten::made_up"] == met.executed_fallback_ops()
+    assert met.counter_value("aten::made_up") == 2
+
+
+def test_a_buffer_marked_for_donation_goes_to_the_next_step(dev):
+    t0, t1 = torch.randn(4, 2).to(dev), torch.randn(4, 2).to(dev)
+    expected = t0.cpu() + t1.cpu()
+    assert torch_xla._XLAC._set_buffer_donation(t0, True)
+    assert torch_xla._XLAC._get_buffer_donation(t0) and not torch_xla._XLAC._get_buffer_donation(t1)
+    met.clear_all()
+    t2 = t0 + t1
+    torch_xla.sync(wait=True)
+    assert met.metric_data("InputOutputAliasCount")[1] == 1
+    assert torch_xla._XLAC._is_placecholder(t0) and not torch_xla._XLAC._is_placecholder(t1)
+    assert_same(t2, expected)
+    assert not torch_xla._XLAC._set_buffer_donation(t1 * 2, True)  # pending: no buffer yet
+
+
+@pytest.mark.parametrize("config", [True, False])
+def test_sync_multi_donates_marked_buffers_only_under_the_donor_config(dev, config):
+    t0, t1 = torch.randn(4, 2).to(dev), torch.randn(4, 2).to(dev)
+    assert torch_xla._XLAC._set_buffer_donation(t0, True)
+    t2 = t0 + t1
+    t1 += 2  # its old buffer is no tensor's: a step would donate it, sync_multi does not
+    met.clear_all()
+    torch_xla._XLAC._xla_set_enable_alias_with_buffer_donor_config(config)
+    try:
+        torch_xla._XLAC._xla_sync_multi([t0, t1, t2], [str(dev)], True, False)
+    finally:
+        torch_xla._XLAC._xla_set_enable_alias_with_buffer_donor_config(False)
+    assert met.metric_data("InputOutputAliasCount")[1] == int(config)
+    assert torch_xla._XLAC._is_placecholder(t0) == config
+
+
+def test_buffer_handles_and_runtime_state(dev):
+    a, b = torch.tensor(42).to(dev), torch.arange(5, device=dev)
+    handles = torch_xla._XLAC._get_tensors_handle([a, b])
+    assert len(set(handles)) == 2 and torch_xla._XLAC._unsafe_buffer_pointer(a) == handles[0]
+    torch_xla._XLAC._set_buffer_donation(a, True)
+    c = a + 1
+    torch_xla.sync(wait=True)
+    with pytest.raises(RuntimeError, match="deleted"):
+        torch_xla._XLAC._get_tensors_handle([a])
+    assert c.item() == 43
+    assert torch_xla._XLAC._xla_runtime_is_initialized()
+    assert torch_xla._XLAC._xla_get_auto_sharding() is False
+    assert torch_xla._XLAC._xla_get_all_devices() == ["CPU:0"]
+
+
+def test_a_failed_runtime_start_is_kept(monkeypatch):
+    monkeypatch.setattr(torch_xla._XLAC, "_client", [])
+    for device in ("DUMMY_DEVICE", "CPU"):
+        monkeypatch.setenv("PJRT_DEVICE", device)
+        with pytest.raises(RuntimeError, match="No PjRtPlugin registered for: DUMMY_DEVICE"):
+            torch_xla._XLAC._init_computation_client()
+    monkeypatch.setattr(torch_xla._XLAC, "_client", [])
+    torch_xla._XLAC._init_computation_client()  # CPU: started, no error

@@ -4,13 +4,17 @@ In torch_xla these live in the C++ extension; here they are thin functions over 
 engine with the same names and arguments.
 """
 import hashlib
+import itertools
 import os
+import weakref
 
 import jax
 import torch
 
+from torch_xla._lazy import donation as _donation
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
+from torch_xla._lazy import ir as _ir
 from torch_xla._lazy.spmd import manual_regions as _manual
 from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import ready as _ready
@@ -126,8 +130,10 @@ def _xla_memory_info(device: str) -> dict:
 
 
 def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool = True) -> None:
-    """Materialises `tensors` (one program per device)."""
-    _execution.materialize([_tensor.unwrap(t)._value for t in tensors])
+    """Materialises `tensors` (one program per device); while the buffer donor config is on,
+    the programs take the buffers marked for donation."""
+    _execution.materialize([_tensor.unwrap(t)._value for t in tensors],
+                           donate=_donation.with_sync_multi[0])
 
 
 def _xla_step_marker(device: str = "", devices=(), wait: bool = True, reset_scope: bool = True) -> None:
@@ -141,11 +147,6 @@ def _xla_step_marker(device: str = "", devices=(), wait: bool = True, reset_scop
 def _xla_wait_device_ops(devices=()) -> None:
     """Blocks until everything queued on the devices has run."""
     _execution.wait_device_ops()
-
-
-def _get_xla_tensor_debug_info(t) -> str:
-    """What the engine holds for tensor `t`: shape, pending node (`IR:`) or buffer (`XLAData:`)."""
-    return _graph_dump.tensor_debug_info(t)
 
 
 def _on_ready_callback(t, callback) -> None:
@@ -312,3 +313,188 @@ def _set_allow_execution(allow: bool) -> None:
     """Whether programs may run from now on: when not, any execution raises a RuntimeError
     (for code that must only record, such as a compiled function's body)."""
     _execution.allow_execution[0] = bool(allow)
+
+
+def _hlo_shape(shape, dtype) -> str:
+    """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]`."""
+    name = str(dtype).removeprefix("torch.")
+    if dtype == torch.bool:
+        kind = "pred"
+    elif dtype == torch.bfloat16:
+        kind = "bf16"
+    elif name.startswith("float8"):
+        kind = "f8" + name.removeprefix("float8_")
+    else:
+        bits = dtype.itemsize * 8
+        kind = ("c" if dtype.is_complex else "f" if dtype.is_floating_point else
+                "s" if dtype.is_signed else "u") + str(bits)
+    return f"{kind}[{','.join(str(d) for d in shape)}]"
+
+
+def _ir_text(node) -> str:
+    """A pending node as the debug info shows it: torch_xla's op name (`aten::add`), then the
+    node as the engine prints it; `None` for a computed value."""
+    if node is None:
+        return "None"
+    namespace, _, rest = node.op.name.partition(".")
+    return f"{namespace}::{rest.split('.')[0]} {_ir.format_node(node)}" if rest else _ir.format_node(node)
+
+
+def _get_xla_tensor_debug_info(t) -> str:
+    """What the engine holds for `t`: its id, device, shape, sharding, pending IR node and
+    device data, in torch_xla's layout (`XLA Shape: f32[4,2]`, `Data Shape: ...`)."""
+    if t.device.type != "xla":
+        return "Not a XLATensor\n"
+    v = _tensor.unwrap(t)._value
+    spec = _sharding.spec_text(t)
+    lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: xla:{v.device}",
+             f"XLA Shape: {_hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
+             f"IR: {_ir_text(v.node)}"]
+    if v.data is None:
+        lines.append("XLAData: None")
+    else:
+        sharded = len(v.data.devices()) > 1
+        where = "SPMD:0" if sharded else _real_name(next(iter(v.data.devices())))
+        lines += ["XLAShardedData" if sharded else "XLAData: ", f"  Data Device: {where}",
+                  f"  Data Shape: {_hlo_shape(v.shape, v.dtype)}",
+                  f"  OpSharding: {spec or '{replicated}'}" if sharded else
+                  f"  Data Handle: {v.data.unsafe_buffer_pointer()}"]
+    lines += ["Tensor on host: None", "}"]
+    return "\n".join(lines) + "\n"
+
+
+# id(tensor) -> (weak reference to it, its number), given on first ask; dropped
+# with the tensor (tensors compare by value, so no WeakKeyDictionary).
+_tensor_ids = {}
+_next_id = itertools.count(1)
+
+
+def _xla_get_tensor_id(t) -> int:
+    """A number naming tensor `t` for as long as it lives, the same after in-place updates
+    (torch_xla's TensorID)."""
+    inner = t
+    key = id(inner)
+    entry = _tensor_ids.get(key)
+    if entry is None or entry[0]() is not inner:
+        entry = (weakref.ref(inner, lambda _, key=key: _tensor_ids.pop(key, None)), next(_next_id))
+        _tensor_ids[key] = entry
+    return entry[1]
+
+
+def _check_tensor_need_materialization(tensors) -> list:
+    """Per tensor, whether its value is still pending (a sync would compute it)."""
+    return [_tensor.unwrap(t)._value.node is not None for t in tensors]
+
+
+def _get_executed_fallback_ops() -> list:
+    """The ATen ops that ran through the CPU fallback since the counters were cleared."""
+    return _metrics.fallback_counters()
+
+
+def _xla_increment_counter(name: str, n: int = 1) -> None:
+    _metrics.count(name, n)
+
+
+def _get_xla_tensor_dimension_size(t, dim: int):
+    """Size `dim` of `t` as an int32 tensor on its device (sizes are static here)."""
+    return torch.tensor(t.shape[dim], dtype=torch.int32, device=t.device)
+
+
+def _xla_tensors_from_aten(tensors, devices) -> list:
+    """CPU tensors copied to the XLA devices named (one per tensor)."""
+    return [t.to(torch.device(d)) for t, d in zip(tensors, devices)]
+
+
+def _get_git_revs() -> dict:
+    from torch_xla import version
+    return {"torch": torch.version.git_version, "xla": version.__version__}
+
+
+def _global_tensor_from_cpu_shards(shards, op_sharding: OpSharding, global_shape=None):
+    """(SPMD) The global tensor laid out by `op_sharding` whose block on local device i is
+    `shards[i]`; `global_shape` defaults to the blocks' shape times the layout's tiles."""
+    return _sharding.from_cpu_shards(list(shards), op_sharding.sharding, global_shape)
+
+
+def _set_buffer_donation(t, donate: bool) -> bool:
+    """Marks `t`'s device buffer for donation to the next program that reads it (the tensor
+    then becomes a placeholder); False if `t` has no buffer (it is pending)."""
+    data = _tensor.unwrap(t)._value.data
+    if data is None:
+        return False
+    _donation.mark(data, donate)
+    _metrics.count("XlaSetBufferDonation")
+    return True
+
+
+def _get_buffer_donation(t) -> bool:
+    data = _tensor.unwrap(t)._value.data
+    return data is not None and _donation.is_donor(data)
+
+
+def _is_placecholder(t) -> bool:
+    """Whether `t`'s buffer was donated to a program (reading it raises)."""
+    data = _tensor.unwrap(t)._value.data
+    return data is not None and data.is_deleted()
+
+
+def _xla_set_enable_alias_with_buffer_donor_config(enable: bool) -> None:
+    """Whether `_xla_sync_multi(..., sync_xla_data=False)` donates the marked buffers too."""
+    _donation.with_sync_multi[0] = bool(enable)
+
+
+def _xla_get_enable_alias_with_buffer_donor_config() -> bool:
+    return _donation.with_sync_multi[0]
+
+
+def _xla_runtime_is_initialized() -> bool:
+    """Whether the runtime (jax's PJRT backends) has started in this process."""
+    from jax._src import xla_bridge
+    return xla_bridge.backends_are_initialized()
+
+
+def _xla_get_auto_sharding() -> bool:
+    """Whether XLA's auto-sharding is on: never here (`use_spmd(auto=True)` raises)."""
+    return False
+
+
+def _device_buffer(t):
+    v = _tensor.unwrap(t)._value
+    _execution.materialize([v])
+    if v.data.is_deleted():
+        raise RuntimeError("the tensor's device buffer is deleted (donated to a program)")
+    return v.data
+
+
+def _unsafe_buffer_pointer(t) -> int:
+    """The device address of `t`'s buffer (computed first if pending)."""
+    return _device_buffer(t).unsafe_buffer_pointer()
+
+
+def _get_tensors_handle(tensors) -> list:
+    """Per tensor, a number naming its device buffer (its address); RuntimeError for a
+    buffer deleted by donation."""
+    return [_device_buffer(t).unsafe_buffer_pointer() for t in tensors]
+
+
+_client = []  # the first start's outcome: None, or the error it raised
+
+
+def _init_computation_client() -> None:
+    """Starts the runtime (the PJRT client of PJRT_DEVICE) if it has not started. The first
+    outcome is kept, as torch_xla keeps its client: after a failed start every call raises
+    that error, whatever PJRT_DEVICE says since."""
+    if not _client:
+        try:
+            _runtime.device_type()  # (the device type first: jax's devices may be cached)
+            _runtime.jax_devices()
+            _client.append(None)
+        except RuntimeError as e:
+            _client.append(e)
+    if _client[0] is not None:
+        raise _client[0]
+
+
+def _xla_get_all_devices() -> list:
+    """Runtime names ('CPU:3') of every device of the runtime, all processes'."""
+    return [_real_name(d) for d in _runtime.global_devices()]

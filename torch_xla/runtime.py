@@ -63,8 +63,7 @@ def initialize_cache(path: str, readonly: bool = False) -> None:
 
 def is_initialized() -> bool:
     """Whether the runtime (jax's PJRT backends) has started in this process."""
-    from jax._src import xla_bridge
-    return xla_bridge.backends_are_initialized()
+    return torch_xla._XLAC._xla_runtime_is_initialized()
 
 
 def set_device_type(pjrt_device: str) -> None:

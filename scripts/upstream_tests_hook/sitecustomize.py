@@ -13,13 +13,12 @@ _PATH = os.environ.get("UPSTREAM_TESTS_RECORD")
 
 
 def _why(err):
-  """The last line of the exception (`Type: message`), what the report shows as the reason."""
+  """The exception as `Type: message`, what the report shows as the reason."""
   if err is None:
     return ""
   kind, value, _ = err
-  lines = traceback.format_exception_only(kind, value)
-  text = " ".join(line.strip() for line in lines[-1:]).strip()
-  return text[:400]
+  # the first part is `Type: message` (notes, such as jax's on filtered frames, follow it)
+  return traceback.format_exception_only(kind, value)[0].strip()[:400]
 
 
 def _write(test, outcome, why=""):

@@ -99,3 +99,15 @@ def test_random_ops_check_their_arguments_as_on_the_cpu(dev):
     draws = torch.multinomial(probs, 3).cpu()
     assert draws.shape == (2, 3) and draws.dtype == torch.int64
     assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_random_interval_is_checked_as_on_the_cpu(dev):
+    import pytest
+    for dtype, low, high in [(torch.float32, 3, 1), (torch.float16, 3, 65506)]:
+        with pytest.raises(RuntimeError) as cpu:
+            torch.empty(4, dtype=dtype).random_(low, high)
+        with pytest.raises(RuntimeError) as xla:
+            torch.empty(4, dtype=dtype, device=dev).random_(low, high)
+        assert str(xla.value) == str(cpu.value)
+    drawn = torch.empty(64, device=dev).random_(2, 5).cpu()
+    assert drawn.min() >= 2 and drawn.max() < 5

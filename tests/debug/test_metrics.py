@@ -1,6 +1,7 @@
 """torch_xla.debug.metrics' short report, and the names torch_xla's scripts read."""
 import torch
 
+import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
@@ -21,3 +22,15 @@ def test_a_program_over_the_replicas_counts_as_replicated(dev):
     xm.all_reduce(xm.REDUCE_SUM, torch.ones(2, device=dev)).cpu()
     assert met.counter_value("ExecuteReplicated") == 1
     assert met.metric_data("ExecuteReplicatedTime")[0] == 1
+
+
+def test_donated_buffers_are_counted_as_aliases(dev):
+    t1, t2 = torch.randn(4, 2, device=dev), torch.randn(4, 2, device=dev)
+    torch_xla.sync()
+    met.clear_all()
+    t3 = t1 + t2
+    t1 *= 2.0
+    t2 += 2.0
+    torch_xla.sync()
+    assert met.metric_data("InputOutputAliasCount")[1] == 2
+    assert t3.shape == (4, 2)

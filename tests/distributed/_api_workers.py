@@ -88,6 +88,15 @@ def subgroups(r, device):
     t = torch.tensor([1.0], device=device)
     dist.all_reduce(t)  # the world group still spans every replica
     assert t.item() == 4.0
+    outs = [[torch.zeros(n, device=device) for _ in range(WORLD)] for n in (1, 2)]
+    dist.group.WORLD.allgather_coalesced(outs, [torch.full((n,), float(r), device=device)
+                                                for n in (1, 2)]).wait()
+    assert [o.tolist() for o in outs[1]] == [[float(k)] * 2 for k in range(WORLD)]
+    strided = dist.new_group([r % 2, r % 2 + 2], pg_options={"xla_pg_options": {"spmd": True}})
+    assert strided._mesh == [[0, 2], [1, 3]]
+    t = torch.tensor([float(r)], device=device)
+    dist.all_reduce(t, group=strided)  # one group made alone: its inferred partition runs
+    assert t.item() == (2.0 if r % 2 == 0 else 4.0)
     alone = [dist.new_group([k]) for k in range(WORLD)][r]
     t = torch.tensor([5.0], device=device)
     dist.all_reduce(t, group=alone)

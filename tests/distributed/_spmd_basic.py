@@ -1,5 +1,7 @@
 """SPMD checks: meshes, shardings, shards, constraints, training on 1-D and 2-D meshes, the
 data loader (registered into tests/distributed/_spmd_harness.CHECKS)."""
+import os
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -19,6 +21,7 @@ from ._spmd_harness import N, check, close, compiles, raises, spec
 @check
 def virtual_device():
     assert xr.is_spmd() and xr.global_runtime_device_count() == N
+    assert os.environ["XLA_USE_SPMD"] == "1"  # use_spmd() says so to child processes
     assert xr.addressable_device_count() == 1 and xr.addressable_runtime_device_count() == N
     assert torch_xla.devices() == [torch.device("xla:0")] and xr.world_size() == 1
     raises(RuntimeError, lambda: xm.xla_device(1), "Invalid XLA device index 1")
@@ -378,3 +381,10 @@ def loader_shards_each_batch():
         dicts, torch_xla.device(), input_sharding={'x': by_key['x']}))), "['y'] are missing")
     raises(ValueError, lambda: next(iter(pl.MpDeviceLoader(
         batches, torch_xla.device(), input_sharding=by_key))), "should be a dict")
+
+
+@check
+def the_xla_process_group_is_refused():
+    import torch.distributed as dist
+    raises(AssertionError, lambda: dist.init_process_group("xla", init_method="xla://"),
+           "not supported under SPMD")

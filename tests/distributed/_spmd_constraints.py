@@ -188,3 +188,21 @@ def op_shardings_pass_layouts_around():
     assert spec(u) == "{replicated}"
     assert torch_xla._XLAC._get_xla_sharding_specs([t, u]) == [spec(t), "{replicated}"]
     raises(ValueError, lambda: OpSharding([], [], [], xs.ShardingType.TUPLE), "type 2")
+
+
+@check
+def global_tensors_from_cpu_shards():
+    """_XLAC._global_tensor_from_cpu_shards: one CPU block per device, laid out by an
+    OpSharding; the global shape inferred from the tiles or checked when given."""
+    from_shards = torch_xla._XLAC._global_tensor_from_cpu_shards
+    mesh = xs.Mesh(np.arange(N), (N,))
+    tiled = from_shards([torch.tensor([i, 10 * i]) for i in range(N)], mesh.get_op_sharding((0,)))
+    assert tiled.shape == (2 * N,) and spec(tiled) == "{devices=[8]0,1,2,3,4,5,6,7}"
+    assert tiled.cpu().tolist() == [v for i in range(N) for v in (i, 10 * i)]
+    replicated = mesh.get_op_sharding((None,))
+    same = [torch.arange(4)] * N
+    assert from_shards(same, replicated).cpu().tolist() == [0, 1, 2, 3]
+    assert from_shards(same, replicated, torch.Size((4,))).shape == (4,)
+    for bad in ((5,), (2, 2)):
+        raises(RuntimeError, lambda: from_shards(same, replicated, torch.Size(bad)), "do not make")
+    raises(RuntimeError, lambda: from_shards(same[:-1], replicated), "one shard for each")

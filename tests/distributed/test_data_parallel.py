@@ -1,8 +1,9 @@
 """DataParallel and ParallelLoader: one thread per device in one process."""
+import gc
 import os
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 import torch
@@ -74,13 +75,18 @@ def test_parallel_loader_moves_batches_and_ends_steps(dev):
 
 
 def test_parallel_loader_stops_early_without_hanging(dev):
+    """A loop that breaks out leaves no loader thread running (a loader that kept reading
+    its 1,000 batches, or waited on a full queue, would still be alive)."""
     big = [torch.ones(2) for _ in range(1000)]
-    start = time.time()
+    before = set(threading.enumerate())
     for k in range(3):
         for i, _ in enumerate(pl.ParallelLoader(big, [dev], device_prefetch_size=2).per_device_loader(dev)):
             if i == 2:
                 break
-    assert time.time() - start < 20
+    gc.collect()
+    for t in set(threading.enumerate()) - before:
+        t.join(timeout=120)
+        assert not t.is_alive(), t
 
 
 def test_parallel_loader_reraises_loader_errors(dev):

@@ -1,7 +1,6 @@
 """ParallelLoader's tuning arguments each do what they say or raise; MpDeviceLoader passes
 them on."""
 import threading
-import time
 
 import pytest
 import torch
@@ -27,19 +26,29 @@ def test_batches_per_execution_ends_a_step_every_n_batches(dev):
 
 
 def test_prefetch_sizes_bound_the_batches_read_ahead(dev):
-    drawn = []
+    drawn, taken, ahead = [], [0], []
+    read_ahead = threading.Event()
 
     def source():
         for i in range(100):
             drawn.append(i)
+            ahead.append(len(drawn) - taken[0])
+            if len(drawn) == 5:
+                read_ahead.set()
             yield torch.full((2,), float(i))
     loader = pl.ParallelLoader(source(), [dev], loader_prefetch_size=3, device_prefetch_size=2)
     it = loader.per_device_loader(dev)
     assert next(it).cpu().tolist() == [0.0, 0.0]
-    time.sleep(1.0)  # let the threads fill what they may
-    # queued: 3 on the CPU, 2 on the device; in hand: one in each thread, and the one taken
-    assert 5 <= len(drawn) <= 3 + 2 + 3, drawn
-    assert [b[0].item() for b in it] == [float(i) for i in range(1, 100)]
+    taken[0] = 1
+    assert read_ahead.wait(timeout=120)  # the threads read ahead while nothing is taken
+    values = []
+    for b in it:
+        values.append(b[0].item())
+        taken[0] += 1
+    assert values == [float(i) for i in range(1, 100)]
+    # never more than queued (3 on the CPU, 2 on the device) and in hand (one in each
+    # thread, and the one taken) ahead of what was taken, however the threads ran
+    assert max(ahead) <= 3 + 2 + 3, ahead
     loader.close()
 
 

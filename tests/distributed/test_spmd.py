@@ -44,5 +44,20 @@ def test_checkpoint_saved_on_8_devices_loads_on_4(spmd_results, checkpoint_dir):
     assert spmd_results["checkpoint_saved_on_one_mesh_loads_on_another"] is None
     env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
     proc = subprocess.run([sys.executable, "-m", "tests.distributed._spmd_ckpt", checkpoint_dir],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and proc.stdout.split() == ["loaded"], proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+def test_a_process_killed_in_an_async_save_leaves_the_last_checkpoint_to_restore(tmp_path):
+    """SIGKILL while the background thread writes checkpoint 1 (its data written, not yet
+    complete): a fresh process sees checkpoint 0 alone and restores it exactly."""
+    env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
+    run = [sys.executable, "-m", "tests.distributed._spmd_ckpt_kill"]
+    saved = subprocess.run(run + ["save", str(tmp_path)], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert saved.returncode == -9, saved.stdout[-2000:] + saved.stderr[-4000:]
+    assert sorted(os.listdir(tmp_path)) == ["0", "1", "expected.pt"]
+    restored = subprocess.run(run + ["restore", str(tmp_path)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+    assert restored.returncode == 0 and restored.stdout.split() == ["restored"], \
+        restored.stdout[-2000:] + restored.stderr[-4000:]

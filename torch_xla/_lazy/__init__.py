@@ -1,14 +1,16 @@
 """The lazy engine behind torch_xla: see ARCHITECTURE.md for how the parts fit.
 
 Importing it installs the engine into PyTorch: the ops with engine meaning into the
-dispatch entry, the XLA device's hooks, the fast in-place kernels, torch.save/load, module
-conversion that keeps tied weights tied, packed sequences, the CPU's checks of `out=`
-arguments, XLA tensors' DLPack methods, and the configuration of PyTorch's `openxla` dynamo backend.
+dispatch entry, the collectives as ops (`xla::all_reduce`...), the XLA device's hooks, the
+fast in-place kernels, torch.save/load, module conversion that keeps tied weights tied,
+packed sequences, the CPU's checks of `out=` arguments, XLA tensors' DLPack methods, and
+the configuration of PyTorch's `openxla` dynamo backend.
 """
-# engine_ops registers itself on import
+# engine_ops and replicas.collective_ops register themselves on import
 from . import (device, dlpack, engine_ops, inplace, module_conversion,  # noqa: F401
                out_arguments, packed_sequences, serialization)
 from .graph_capture import dynamo_config
+from .replicas import collective_ops  # noqa: F401
 
 device.install()
 inplace.install()

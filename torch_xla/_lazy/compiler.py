@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax._src.lax.lax import _convert_element_type
 
-from . import compile_explanation, runner, runtime
+from . import compile_explanation, metrics, runner, runtime
 from .ir import In, Node, node_type
 from .lowering import call_lowering, precision
 
@@ -380,6 +380,7 @@ def program_for(w: Walk, timed_as: str = "CompileTime") -> Program:
     if program is not None:
         return program
     program = w.program
+    metrics.sample("InputOutputAliasCount", program.n_donated)  # buffers the program donates
     return runner.compile(program.run_packed, w.call_args, placement, key=key,
                           donate=program.n_donated > 0, executable=program, timed_as=timed_as,
                           explain=lambda: compile_explanation.explain_compile(w.order, w.roots))

@@ -42,6 +42,13 @@ def _encode_call(func, args, kwargs, dynamic):
     return template, tuple(inputs), tuple(e.scalars), device, tuple(e.sig)
 
 
+def encode_constant_call(func, args, kwargs):
+    """(template, inputs, device) of a call encoded as the lazy path encodes it, every number
+    a constant: for engine ops that record a node of their own."""
+    template, inputs, _, device, _ = _encode_call(func, args, kwargs, dynamic=False)
+    return template, inputs, device
+
+
 class _Encoding(ArgumentEncoder):
     """One call's arguments as the lazy path encodes them: XLA tensors (all on one device)
     and 0-d CPU tensors are the inputs; what it sees is written down as the call's

@@ -234,3 +234,10 @@ def _batch_norm(func, *args, **kwargs):
         aten._native_batch_norm_legit_functional.default, args, kwargs)
     running_mean._value, running_var._value = new_mean._value, new_var._value
     return out, mean, invstd
+
+
+@engine_op(getattr(aten.random, "from"), aten.random.to, with_op=True)
+def _random(func, x, *args, generator=None):
+    """random_(from, to): the interval is checked against the dtype as on the CPU."""
+    _cpu_checks(func, x, (1,), *args)
+    return trace(func, REGISTRY[func], (x, *args), {})

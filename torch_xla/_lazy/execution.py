@@ -32,7 +32,7 @@ import time
 import jax
 import torch
 
-from . import compile_explanation, compiler, graph_cache, metrics, runner, runtime, user_code
+from . import compile_explanation, compiler, donation, graph_cache, metrics, runner, runtime, user_code
 from .replicas import program as replicated
 from .spmd import manual_regions as manual
 from .spmd import program as spmd_program
@@ -209,21 +209,25 @@ def _pending_by_device(values):
     return by_device
 
 
-def materialize(values, eager=False):
+def materialize(values, eager=False, donate=False):
     """Runs what is needed to give every value in `values` a buffer (one program per device),
-    with the deferred checks of those devices (`eager`, and what it returns: `_run_all`)."""
+    with the deferred checks of those devices (`eager`, and what it returns: `_run_all`); with
+    `donate`, the programs take the buffers users marked for donation (`donation`), and those
+    alone."""
     groups = _pending_by_device(values)
     if not groups:
         return None
     if runtime.is_spmd():
         manual.check_readable(values)
+    held = donation.OnlyDonors() if donate else None
     return _run_all(list(values), _take(_launched, groups.keys()) + _take(_checks, groups.keys()),
-                    eager=eager)
+                    held, eager=eager)
 
 
 def mark_step(device=None) -> None:
     """Materialises every live pending tensor, one program per device, donating buffers that
-    no live tensor holds any more. On a DataParallel thread it covers that thread's device."""
+    no live tensor holds any more and those marked for donation. On a DataParallel thread
+    it covers that thread's device."""
     metrics.count("MarkStep")
     if device is None:
         device = runtime.thread_device()
@@ -251,7 +255,7 @@ def _step_roots(device, devices):
     device): the values of every live tensor there, the checks deferred on `devices`, and
     the ids of the buffers live tensors hold."""
     values = live_values(device)
-    held = {id(v.data) for v in values if v.data is not None}
+    held = donation.release({id(v.data) for v in values if v.data is not None})
     if runtime.is_spmd():  # tensors in manual sharding mode exist only inside a program
         values, held = manual.outside_regions(values, held)
     return values, _take(_checks, devices), held
@@ -365,7 +369,7 @@ def wait_device_ops() -> None:
     """Blocks until every buffer of a live tensor has been computed, and jax's effects ran."""
     replicated.settle()
     for v in live_values():
-        if v.data is not None:
+        if v.data is not None and not v.data.is_deleted():  # (a donated buffer: no result to wait for)
             v.data.block_until_ready()
     jax.effects_barrier()
     _read_checks(_take(_launched))

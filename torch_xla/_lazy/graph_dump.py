@@ -10,7 +10,7 @@ import torch
 from . import compiler, runner, runtime
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
-from .ir import fill_template, format_node
+from .ir import fill_template
 from .tensor import XLATensor, live_values, unwrap
 
 
@@ -118,43 +118,4 @@ def dot(tensors) -> str:
             lines.append(f'  root{r} [label="root {r}", shape=plaintext];')
             lines.append(f'  {"p" if pos < 0 else "n"}{index if pos < 0 else pos} -> root{r};')
     lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-_XLA_TYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
-              torch.bfloat16: "bf16", torch.int8: "s8", torch.int16: "s16", torch.int32: "s32",
-              torch.int64: "s64", torch.uint8: "u8", torch.uint16: "u16", torch.uint32: "u32",
-              torch.uint64: "u64", torch.bool: "pred", torch.complex64: "c64",
-              torch.complex128: "c128", torch.float8_e4m3fn: "f8e4m3fn",
-              torch.float8_e5m2: "f8e5m2"}
-
-
-def xla_shape(shape, dtype) -> str:
-    """A shape as XLA writes it: `f32[5,3]`."""
-    return f"{_XLA_TYPES.get(dtype, str(dtype).removeprefix('torch.'))}[{','.join(map(str, shape))}]"
-
-
-def tensor_debug_info(t) -> str:
-    """What torch_xla's `_get_xla_tensor_debug_info` tells of a tensor: its device, shape and
-    sharding, the pending node computing it (`IR:`) or its buffer (`XLAData:`)."""
-    try:
-        value = t._value if isinstance(t, XLATensor) else unwrap(t)._value
-    except TypeError:
-        return "Not a XLATensor\n"
-    shape = xla_shape(value.shape, value.dtype)
-    lines = ["XLATensor {", f"Device: xla:{value.device}", f"XLA Shape: {shape}",
-             f"ShardingSpec: {'None' if value.sharding is None else value.sharding}"]
-    node = value.node
-    if node is not None:
-        parts = node.op.name.split(".")
-        name = f"{parts[0]}::{parts[1]}" if len(parts) > 1 else node.op.name
-        lines.append(f"IR: {name} {format_node(node)}")
-    else:
-        lines.append("IR: None")
-    if value.data is not None:
-        lines += ["XLAData: ", f"  Data Device: {runtime.jax_device(value.device)}",
-                  f"  Data Shape: {shape}", f"  Data Handle: {id(value.data)}"]
-    else:
-        lines.append("XLAData: None")
-    lines += ["Tensor on host: None", "}"]
     return "\n".join(lines) + "\n"

@@ -153,9 +153,9 @@ class Value:
 
     def set_data(self, data) -> None:
         self.data = data
-        checks = self.node.checks
-        if checks:
-            self.checks = frozenset(c for c in checks if not c.passed)
+        node = self.node
+        if node is not None and node.checks:
+            self.checks = frozenset(c for c in node.checks if not c.passed)
         self.node = None  # drop the graph: the value is now a buffer
 
     def fail(self, error) -> None:

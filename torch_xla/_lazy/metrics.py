@@ -74,6 +74,11 @@ def counter_value(name: str):
     return _counters.get(name) or None
 
 
+def fallback_counters():
+    """The counters of the ops that ran through the CPU fallback (`aten::NAME`)."""
+    return [n for n in counter_names() if n.startswith("aten::")]
+
+
 def metric_names():
     return sorted(_metrics)
 
@@ -139,7 +144,7 @@ def short_metrics_report(counter_names_=None, metric_names_=None) -> str:
         data = metric_data(name)
         if data:
             lines.append(f"Metric: {name}\n  TotalSamples: {data[0]}\n  Accumulator: {_format_time(data[1])}")
-    fallbacks = [n for n in counter_names() if n.startswith("aten::") and n not in counter_names_]
+    fallbacks = [n for n in fallback_counters() if n not in counter_names_]
     for name in list(counter_names_) + fallbacks:
         if _counters.get(name):
             lines.append(f"Counter: {name}\n  Value: {counter_value(name)}")

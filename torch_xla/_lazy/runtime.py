@@ -22,7 +22,9 @@ def device_type() -> str:
     """The PJRT device type in torch_xla's spelling ('CPU', 'CUDA', 'TPU')."""
     kind = os.environ.get("PJRT_DEVICE", "CPU").upper()
     if kind not in _PLATFORMS:
-        raise RuntimeError(f"Unsupported PJRT_DEVICE '{kind}'; expected one of {sorted(_PLATFORMS)}")
+        raise RuntimeError(f"No PjRtPlugin registered for: {kind}. Make sure the environment "
+                           f"variable PJRT_DEVICE is set to a correct device name (one of "
+                           f"{sorted(_PLATFORMS)})")
     return "CUDA" if kind == "GPU" else kind
 
 

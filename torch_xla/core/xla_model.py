@@ -13,7 +13,6 @@ import torch_xla.utils.utils as xu
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import rng, runtime
-from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import execution
 from torch_xla._lazy import tensor as _tensor
 
@@ -238,23 +237,20 @@ def reduce_gradients(optimizer, groups=None, pin_layout=True) -> None:
             all_reduce(REDUCE_SUM, grads, scale=1.0 / count, groups=groups, pin_layout=pin_layout)
 
 
-def _check_reduce_type(reduce_type):
-    if reduce_type not in _coll.REDUCE_TYPES:
-        raise ValueError(f"Invalid reduce type '{reduce_type}'; expected one of {_coll.REDUCE_TYPES}")
+def _groups(groups):
+    """`groups` as the ops take them: a list of lists of ordinals ([]: one group of all)."""
+    return [[int(r) for r in g] for g in groups] if groups else []
 
 
 def all_reduce(reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
     """Reduces `inputs` (a tensor, or a list reduced in place and returned) over the replicas
     of each group, times `scale`."""
-    _check_reduce_type(reduce_type)
     single = isinstance(inputs, torch.Tensor)
     tensors = [inputs] if single else list(inputs)
     if not tensors:
         return inputs
-    groups = _coll.normalize_groups(groups, runtime.world_size())
-    outs = _coll.apply(_coll.ALL_REDUCE, tensors, [_coll.aval(t) for t in tensors],
-                       reduce_type=reduce_type, scale=float(scale), groups=groups,
-                       world=runtime.world_size())
+    outs = torch.ops.xla.all_reduce([t.detach() for t in tensors], reduce_type, float(scale),
+                                    _groups(groups))
     if single:
         return outs[0]
     with torch.no_grad():
@@ -263,21 +259,23 @@ def all_reduce(reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
     return inputs
 
 
-def _group_size(groups, world):
-    return len(groups[0]) if groups else world
-
-
 def _into(output, result):
+    """`result` written into `output` (given its shape first, as torch_xla does), or itself."""
     if output is None:
         return result
     with torch.no_grad():
+        if output.shape != result.shape:
+            output.resize_(result.shape)
         output.copy_(result)
     return output
 
 
-def all_gather(value, dim=0, groups=None, output=None, pin_layout=True):
+def all_gather(value, dim=0, groups=None, output=None, pin_layout=True, channel_id=None,
+               use_global_device_ids=None):
     """The `value`s of the replicas of this replica's group, concatenated along `dim`. A list
-    of tensors (with `pin_layout=False`, as in torch_xla) gives the list of their gathers."""
+    of tensors (with `pin_layout=False`, as in torch_xla) gives the list of their gathers.
+    `channel_id` and `use_global_device_ids` change nothing here: a replica's ordinal is its
+    global device id, and the collective is in the one program of every replica."""
     if isinstance(value, (list, tuple)):
         if pin_layout:
             raise RuntimeError("For xm.all_gather with list of tensors input, pin_layout=True is not yet supported.")
@@ -285,59 +283,35 @@ def all_gather(value, dim=0, groups=None, output=None, pin_layout=True):
         if len(outputs) != len(value):
             raise ValueError(f"`output` length doesn't match `input` length: {len(outputs)} vs {len(value)}.")
         return [all_gather(v, dim, groups, o, pin_layout=False) for v, o in zip(value, outputs)]
-    world = runtime.world_size()
-    groups = _coll.normalize_groups(groups, world, equal_sizes=True)
-    dim = dim % max(value.dim(), 1)
-    shape = list(value.shape)
-    shape[dim] *= _group_size(groups, world)
-    out = _coll.apply(_coll.ALL_GATHER, [value], [_coll.aval(value, shape)], dim=dim, groups=groups,
-                      world=world)[0]
+    out = torch.ops.xla.all_gather(value.detach(), dim % max(value.dim(), 1), _groups(groups))
     return _into(output, out)
 
 
 def reduce_scatter(reduce_type, input, scale, scatter_dim, shard_count, groups=None, output=None,
-                   pin_layout=True):
+                   pin_layout=True, channel_id=None, use_global_device_ids=None):
     """Reduces `input` over the group, and keeps this replica's shard of `scatter_dim` (a list
-    of inputs gives a list of results)."""
-    _check_reduce_type(reduce_type)
+    of inputs gives a list of results). `channel_id` and `use_global_device_ids` as in
+    `all_gather`."""
     if isinstance(input, (list, tuple)):
         outputs = output if output is not None else [None] * len(input)
         return [reduce_scatter(reduce_type, t, scale, scatter_dim, shard_count, groups, o)
                 for t, o in zip(input, outputs)]
-    world = runtime.world_size()
-    groups = _coll.normalize_groups(groups, world, equal_sizes=True)
-    dim = scatter_dim % input.dim()
-    if shard_count != _group_size(groups, world) or input.shape[dim] % shard_count:
-        raise ValueError(f"reduce_scatter: shard_count {shard_count} must be the group size "
-                         f"({_group_size(groups, world)}) and divide dimension {dim} of {list(input.shape)}")
-    shape = list(input.shape)
-    shape[dim] //= shard_count
-    out = _coll.apply(_coll.REDUCE_SCATTER, [input], [_coll.aval(input, shape)], reduce_type=reduce_type,
-                      scale=float(scale), dim=dim, shard_count=shard_count, groups=groups, world=world)[0]
+    out = torch.ops.xla.reduce_scatter(input.detach(), reduce_type, float(scale), scatter_dim % input.dim(),
+                                       int(shard_count), _groups(groups))
     return _into(output, out)
 
 
 def all_to_all(value, split_dimension, concat_dimension, split_count, groups=None, pin_layout=True):
     """Splits `value` in `split_count` chunks along `split_dimension`, sends chunk i to the
     group's i-th replica, and concatenates what arrives along `concat_dimension`."""
-    world = runtime.world_size()
-    groups = _coll.normalize_groups(groups, world, equal_sizes=True)
-    split, concat = split_dimension % value.dim(), concat_dimension % value.dim()
-    if split_count != _group_size(groups, world) or value.shape[split] % split_count:
-        raise ValueError(f"all_to_all: split_count {split_count} must be the group size "
-                         f"({_group_size(groups, world)}) and divide dimension {split} of {list(value.shape)}")
-    shape = list(value.shape)
-    shape[split] //= split_count
-    shape[concat] *= split_count
-    return _coll.apply(_coll.ALL_TO_ALL, [value], [_coll.aval(value, shape)], split_dim=split,
-                       concat_dim=concat, split_count=split_count, groups=groups, world=world)[0]
+    return torch.ops.xla.all_to_all(value.detach(), split_dimension % value.dim(),
+                                    concat_dimension % value.dim(), int(split_count), _groups(groups))
 
 
 def collective_permute(value, pairs):
     """Each (source, target) pair sends source's `value` to target; replicas that receive
     nothing get zeros."""
-    pairs = tuple((int(s), int(t)) for s, t in pairs)
-    return _coll.apply(_coll.COLLECTIVE_PERMUTE, [value], [_coll.aval(value)], pairs=pairs)[0]
+    return torch.ops.xla.collective_permute(value.detach(), [[int(s), int(t)] for s, t in pairs])
 
 
 def collective_broadcast(tensors, root_ordinal: int = 0, groups=None, pin_layout: bool = True) -> None:

@@ -14,3 +14,8 @@ def short_metrics_report(counter_names: list = None, metric_names: list = None) 
 def clear_all() -> None:
     clear_counters()
     clear_metrics()
+
+
+def executed_fallback_ops() -> list:
+    """The ATen ops that ran through the CPU fallback since the counters were cleared."""
+    return _metrics.fallback_counters()

@@ -123,6 +123,10 @@ class ProcessGroupXla(dist.ProcessGroup):
                     out.copy_(gathered[k])
         return _done(output_tensors)
 
+    def allgather_coalesced(self, output_lists, input_tensors, opts=c10d.AllgatherOptions()):
+        """allgather of each input into its list of outputs, in one graph."""
+        return self.allgather(output_lists, input_tensors, opts)
+
     def _allgather_base(self, output, input, opts=c10d.AllgatherOptions()):
         with torch.no_grad():
             output.copy_(self._gather(input).view(output.shape))
@@ -185,6 +189,9 @@ class ProcessGroupXla(dist.ProcessGroup):
 
 
 def _create(prefix_store, rank, size, timeout):
+    if xr.is_spmd():  # torch_xla's check, and its error type
+        raise AssertionError("the xla torch.distributed backend is not supported under SPMD: "
+                             "XLA's partitioner inserts the collectives a sharded program needs")
     return ProcessGroupXla(rank, size)
 
 

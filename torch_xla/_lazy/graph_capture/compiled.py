@@ -12,6 +12,10 @@ tensor holds them (one copy of the model). A CPU scalar the graph writes from CP
 only (an optimizer's step count) gets its new value computed on the host, by the graph's
 own ops: reading it back from the device would wait for the program at every step.
 
+A graph holding collectives (`xm.all_reduce` and its kin, PyTorch's `_c10d_functional` ops:
+ops of the graph like any other) is one program over every replica's device, run as the
+lazy path runs its replicated programs (`replicas/program`).
+
 Graphs with symbolic sizes are compiled once per set of concrete sizes. A graph that cannot
 be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, counted as
 `DynamoLazyGraph`. Compilations count as `DynamoCompile` and `UncachedCompile` (a program
@@ -26,6 +30,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
 from .. import compiler, metrics, rng, runner, runtime
+from ..replicas import program as replicated
 from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
 from ..frames import run_without_dynamo
 from ..ir import Node, Value
@@ -61,7 +66,7 @@ class CompiledGraph:
 
     def _make_plan(self, prepare, *prepare_args):
         try:
-            return _Plan(GraphFunction(prepare(*prepare_args), defer_views=True))
+            return _Plan(GraphFunction(prepare(*prepare_args), defer_views=True, collectives=True))
         except Unsupported as e:
             self.lazy = str(e)
             return None
@@ -108,24 +113,8 @@ class _Plan:
 
     def run(self, args):
         values, device = _read_inputs(args, self.tensor_args)
-        fused = self._fuse_pending(values, device)
-        layout = None if fused is None else fused[1]
-        ref = self.programs.get((device, layout))
-        program = None if ref is None else ref()
-        if program is None or not runner.is_cached(program):
-            program = self._compile(values, device, fused)
-            self.programs[(device, layout)] = weakref.ref(program)
-        n_rng = self.fn.n_rng
-        seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
-        if self.mutated:
-            free = self._donatable(values, device)
-            args_d = tuple(values[i].data if i in free else jnp.copy(values[i].data)
-                           for i in self.mutated)
-        else:
-            args_d = ()
-        args_k = tuple(values[i].data for i in self.kept if values[i].node is None)
-        lazy_args = () if fused is None else fused[0].args[1:]
-        mutated, outs = runner.execute(program, args_d, args_k, seeds, lazy_args)
+        run = self._run_replicated if self.fn.collective else self._run_program
+        mutated, outs = run(values, device)
         metrics.count("DynamoExecute")
         if mutated:
             self.owners = self._write_inputs(args, mutated, device)
@@ -143,6 +132,44 @@ class _Plan:
             else:
                 results.append(x)
         return results
+
+    def _run_program(self, values, device):
+        """(mutated, outputs) of the program on `device`."""
+        fused = self._fuse_pending(values, device)
+        layout = None if fused is None else fused[1]
+        ref = self.programs.get((device, layout))
+        program = None if ref is None else ref()
+        if program is None or not runner.is_cached(program):
+            program = self._compile(values, device, fused)
+            self.programs[(device, layout)] = weakref.ref(program)
+        n_rng = self.fn.n_rng
+        seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
+        if self.mutated:
+            free = self._donatable(values, device)
+            args_d = tuple(values[i].data if i in free else jnp.copy(values[i].data)
+                           for i in self.mutated)
+        else:
+            args_d = ()
+        args_k = tuple(values[i].data for i in self.kept if values[i].node is None)
+        lazy_args = () if fused is None else fused[0].args[1:]
+        return runner.execute(program, args_d, args_k, seeds, lazy_args)
+
+    def _run_replicated(self, values, device):
+        """(mutated, outputs) of a graph holding collectives: one program over every replica
+        (`replicated`), each replica's inputs its blocks. Nothing is donated (the replicas
+        must agree on the program) and pending inputs are computed first."""
+        materialize([v for v in values if v.node is not None])
+        fn, n_mutated = self.fn, len(self.mutated)
+        seeds = tuple(rng.next_seed(device) for _ in range(fn.n_rng))
+
+        def program(donated, kept, scalars):
+            mutated, outs = fn(kept, scalars)
+            return (*mutated, *outs)
+        shapes = [self.avals[i][0] for i in self.mutated] + [shape for shape, _ in self.out_avals]
+        call = replicated.Call(("captured", self.key), program, ((), tuple(v.data for v in values), seeds),
+                               shapes)
+        outs = replicated.run(device, call)
+        return tuple(outs[:n_mutated]), tuple(outs[n_mutated:])
 
     def _write_inputs(self, args, mutated, device):
         """Gives each input the graph wrote its new value (a CPU scalar the graph computes

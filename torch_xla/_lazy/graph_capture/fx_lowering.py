@@ -10,8 +10,9 @@ the function returns the input's new value beside the graph's outputs. Each rand
 its seed from a per-call parameter, as lazy programs do.
 
 A graph holding an op that cannot be part of one program (no lowering, an output shape that
-depends on values, a read of a value by the host, a collective, a copy to the CPU) raises
-`Unsupported`, naming the ops.
+depends on values, a read of a value by the host, a copy to the CPU; a collective, unless
+the function is to run over the replicas: `collectives`) raises `Unsupported`, naming the
+ops.
 """
 import functools
 import operator
@@ -156,6 +157,10 @@ class GraphFunction:
     `symbols` maps the names of symbolic sizes (torch.export's dynamic dimensions) to jax's
     symbolic dimensions; without it every size must be concrete.
 
+    With `collectives`, the graph may hold collectives (`xm.all_reduce`...): then
+    `collective` is true, and the function must run under the replicas' mesh axis
+    (`replicas/program`).
+
     For StableHLO export: with `lift_scalars`, the Scalar arguments of ops other than 0 and
     1 are parameters of the function (`constants`, their values; passed after the seeds)
     instead of constants inlined in it. Ops of the namespaces in `custom_calls` become
@@ -164,8 +169,9 @@ class GraphFunction:
     """
 
     def __init__(self, gm: fx.GraphModule, symbols=None, defer_views=False, lift_scalars=False,
-                 custom_calls=frozenset(), scopes=None):
+                 custom_calls=frozenset(), scopes=None, collectives=False):
         self.gm = gm
+        self.collectives, self.collective = collectives, False
         self.symbols = symbols
         self.defer_views = defer_views
         self.lift_scalars, self.custom_calls, self.scopes = lift_scalars, custom_calls, scopes or {}
@@ -295,8 +301,9 @@ class GraphFunction:
         lowering = lookup(op) or lookup(_copy_variant(op))
         if lowering is None:
             raise Unsupported([str(op)])
-        if lowering.dynamic_shape or lowering.collective:
+        if lowering.dynamic_shape or (lowering.collective and not self.collectives):
             raise Unsupported([f"{op} ({'output shape depends on values' if lowering.dynamic_shape else 'collective'})"])
+        self.collective |= lowering.collective
         if op in (aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.default,
                   aten._unsafe_index_put.default):
             _check_indices(node)

@@ -1,12 +1,13 @@
 """Collectives inside the compiled graph: lowerings over the replicas' mesh axis.
 
-These are not ATen ops: `xm.all_reduce` and its kin record them (`_lazy/replicas/collective_ops`), and
-a graph holding one is compiled as one SPMD program over every replica's device
-(`_lazy/replicas/program`), where each lowering calls a jax.lax collective over the axis
-`runtime.REPLICA_AXIS`. Mesh position = global ordinal, so replica groups name positions on
-that axis. Without groups the native psum/all_gather/psum_scatter/all_to_all run; with
-groups (shard_map has no axis_index_groups) every replica gathers all values and keeps its
-group's.
+These lower the ops `xla::all_reduce` and its kin (defined in `replicas/collective_ops`, which
+`xm.all_reduce` and its kin call, eagerly or inside `torch.compile`); each takes the op's
+arguments as its schema orders them. A graph holding one is compiled as one SPMD program
+over every replica's device (`replicas/program`), where each lowering calls a jax.lax
+collective over the axis `runtime.REPLICA_AXIS`. Mesh position = global ordinal, so replica
+groups name positions on that axis, and the axis size is the world size. Without groups
+the native psum/all_gather/psum_scatter/all_to_all run; with groups (shard_map has no
+axis_index_groups) every replica gathers all values and keeps its group's.
 """
 import jax.numpy as jnp
 import numpy as np
@@ -67,8 +68,13 @@ def _scaled(x, scale):
     return x if scale == 1.0 else x * scale
 
 
-def _all_reduce(*xs, reduce_type, scale, groups, world):
-    return tuple(_scaled(_reduce(x, reduce_type, groups, world), scale) for x in xs)
+def _world():
+    return lax.axis_size(AXIS)
+
+
+def _all_reduce(xs, reduce_type, scale, groups):
+    world = _world()
+    return tuple(_scaled(_reduce(x, reduce_type, groups or None, world), scale) for x in xs)
 
 
 def _gather_group(x, groups, world):
@@ -84,10 +90,10 @@ def _merge(stacked, dim):
     return moved.reshape(shape)
 
 
-def _all_gather(x, dim, groups, world):
-    if groups is None:
+def _all_gather(x, dim, groups):
+    if not groups:
         return lax.all_gather(x, AXIS, axis=dim, tiled=True)
-    return _merge(_gather_group(x, groups, world), dim)
+    return _merge(_gather_group(x, groups, _world()), dim)
 
 
 def _position(groups, world):
@@ -96,7 +102,8 @@ def _position(groups, world):
     return _my([members[i].index(i) for i in range(world)])
 
 
-def _reduce_scatter(x, reduce_type, scale, dim, shard_count, groups, world):
+def _reduce_scatter(x, reduce_type, scale, dim, shard_count, groups):
+    groups, world = groups or None, _world()
     if groups is None and reduce_type == "sum":
         return _scaled(lax.psum_scatter(x, AXIS, scatter_dimension=dim, tiled=True), scale)
     chunk = x.shape[dim] // shard_count
@@ -105,9 +112,10 @@ def _reduce_scatter(x, reduce_type, scale, dim, shard_count, groups, world):
     return _scaled(lax.dynamic_slice_in_dim(reduced, pos * chunk, chunk, axis=dim), scale)
 
 
-def _all_to_all(x, split_dim, concat_dim, split_count, groups, world):
-    if groups is None:
+def _all_to_all(x, split_dim, concat_dim, split_count, groups):
+    if not groups:
         return lax.all_to_all(x, AXIS, split_dim, concat_dim, tiled=True)
+    world = _world()
     chunk = x.shape[split_dim] // split_count
     mine = lax.dynamic_slice_in_dim(_gather_group(x, groups, world), _position(groups, world) * chunk,
                                     chunk, axis=split_dim + 1)
@@ -118,9 +126,31 @@ def _collective_permute(x, pairs):
     return lax.ppermute(x, AXIS, perm=pairs)
 
 
-def _lowering(name, fn):
-    return Lowering(f"xla::{name}", fn, static_scalars=True, rng=False, dynamic_shape=False,
-                    collective=True)
+def _lowering(name, fn, collective=True):
+    return Lowering(name if "::" in name else f"xla::{name}", fn, static_scalars=True, rng=False,
+                    dynamic_shape=False, collective=collective)
+
+
+# PyTorch's traceable collectives (`_c10d_functional`), over every replica.
+
+def _c10d_all_reduce(x, reduce_op, group_name):
+    return _all_reduce((x,), reduce_op, 1.0, ())[0]
+
+
+def _c10d_all_gather(x, group_size, group_name):
+    return _all_gather(x, 0, ())
+
+
+def _c10d_reduce_scatter(x, reduce_op, group_size, group_name):
+    return _reduce_scatter(x, reduce_op, 1.0, 0, group_size, ())
+
+
+def _c10d_all_to_all(x, output_split_sizes, input_split_sizes, group_name):
+    return _all_to_all(x, 0, 0, _world(), ())
+
+
+def _c10d_broadcast(x, src, group_name):
+    return lax.all_gather(x, AXIS)[src]
 
 
 ALL_REDUCE = _lowering("all_reduce", _all_reduce)
@@ -128,3 +158,10 @@ ALL_GATHER = _lowering("all_gather", _all_gather)
 REDUCE_SCATTER = _lowering("reduce_scatter", _reduce_scatter)
 ALL_TO_ALL = _lowering("all_to_all", _all_to_all)
 COLLECTIVE_PERMUTE = _lowering("collective_permute", _collective_permute)
+C10D_ALL_REDUCE = _lowering("_c10d_functional::all_reduce", _c10d_all_reduce)
+C10D_ALL_GATHER = _lowering("_c10d_functional::all_gather_into_tensor", _c10d_all_gather)
+C10D_REDUCE_SCATTER = _lowering("_c10d_functional::reduce_scatter_tensor", _c10d_reduce_scatter)
+C10D_ALL_TO_ALL = _lowering("_c10d_functional::all_to_all_single", _c10d_all_to_all)
+C10D_BROADCAST = _lowering("_c10d_functional::broadcast", _c10d_broadcast)
+# An eager collective's result is ready when it is read: waiting is the value itself.
+WAIT_TENSOR = _lowering("_c10d_functional::wait_tensor", lambda x: x, collective=False)

@@ -220,3 +220,27 @@ def load_local_shards(t: torch.Tensor, blocks, devices) -> None:
         v.data = spmd.assemble(v.shape, s, data)
     else:
         v.data = spmd.from_padded_blocks(v.shape, s, {d: np.asarray(b) for d, b in data.items()})
+
+
+def from_cpu_shards(shards, s, global_shape=None) -> torch.Tensor:
+    """The global tensor laid out by sharding `s` whose block on this process's device i is
+    `shards[i]` (CPU tensors of one shape); its shape is `global_shape`, by default the
+    blocks' shape times the tiles of each dim (a replicated layout: the block's shape)."""
+    spmd.require()
+    devices = runtime.jax_devices()
+    if len(shards) != len(devices):
+        raise RuntimeError(f"one shard for each local device is needed: {len(devices)} devices, "
+                           f"{len(shards)} shards")
+    block = tuple(shards[0].shape)
+    if global_shape is None:
+        probe = tuple(max(b, 1) * len(devices) for b in block)
+        global_shape = [b * (p // q) for b, p, q in zip(block, probe, s.shard_shape(probe))]
+    global_shape = tuple(int(d) for d in global_shape)
+    if len(global_shape) != len(block) or tuple(s.shard_shape(global_shape)) != block:
+        raise RuntimeError(f"shards of shape {list(block)} do not make a tensor of shape "
+                           f"{list(global_shape)} laid out as {spmd.describe(s, len(block))}")
+    dtype = shards[0].dtype
+    blocks = {d: from_cpu(b, 0, dtype).data for d, b in zip(devices, shards)}
+    v = Value(global_shape, dtype, 0, data=spmd.assemble(global_shape, s, blocks))
+    v.sharding = s
+    return to_functional(wrap(v))

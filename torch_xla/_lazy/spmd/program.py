@@ -110,6 +110,7 @@ def _compiled(w, layout, timed_as):
     found = runner.lookup(layout.key, placement)
     if found is not None:
         return found
+    metrics.sample("InputOutputAliasCount", w.program.n_donated)
     return runner.compile(_program(w, layout), layout.args, placement, key=layout.key,
                           donate=w.program.n_donated > 0, timed_as=timed_as,
                           explain=lambda: compile_explanation.explain_compile(w.order, w.roots))

@@ -1,6 +1,8 @@
-"""Gradient checkpointing for FSDP-wrapped modules (`checkpoint_module`)."""
+"""Gradient checkpointing for FSDP-wrapped modules (`checkpoint_module`); nn.Linear's
+einsum form (`apply_xla_patch_to_nn_linear`, from spmd, where torch_xla also has it here)."""
 import torch
 
+from torch_xla.distributed.spmd.einsum_linear import apply_xla_patch_to_nn_linear  # noqa: F401
 from torch_xla.utils.checkpoint import checkpoint
 
 

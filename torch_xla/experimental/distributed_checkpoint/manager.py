@@ -1,11 +1,16 @@
 """CheckpointManager: per-step SPMD checkpoints over torch.distributed.checkpoint.
 
 Each checkpoint lives in `<path>/<step>/` (written through fsspec, so any fsspec URL works)
-with the SPMD planners; a small metadata file there marks it complete, and the manager
-tracks the complete ones, oldest first, deleting the oldest beyond `max_to_keep`.
-`save_async` ends the step first: the state's values are then finished buffers that later
-steps never change (an update makes new ones), so the background thread writes a
-consistent snapshot while training goes on.
+with the SPMD planners; a small metadata file there, written last (and renamed into
+place), marks it complete, and the manager tracks the complete ones, oldest first,
+deleting the oldest beyond `max_to_keep` only once a newer one is complete: a process
+killed while writing leaves every earlier checkpoint intact and its own ignored.
+`save_async` ends the step and reads the state to the host (`host_state`: sharded tensors
+as the blocks this process writes) on the calling thread, as torch_xla does; the
+background thread then writes CPU data only. It never touches the lazy engine, whose
+values and traces belong to the thread training on (a background read of them raced
+with the next steps' tracing). A save that failed raises from `join()` or the next
+`save_async`.
 """
 import logging
 import os
@@ -18,7 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import List, Optional
 
-import fsspec
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dist_cp
@@ -28,7 +32,7 @@ from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, Fsspec
 import torch_xla
 import torch_xla.runtime as xr
 
-from .planners import SPMDLoadPlanner, SPMDSavePlanner
+from .planners import SPMDLoadPlanner, SPMDSavePlanner, host_state
 
 _METADATA_FILE = ".manager_metadata"
 
@@ -129,12 +133,14 @@ class CheckpointManager:
                                                      per_thread_copy_ahead=0),
                          planner=SPMDSavePlanner(), process_group=self.pg)
             meta = _CheckpointMetadata(step=step, ts=datetime.now())
-            self._tracked.append(meta)
             if dist.get_rank(self.pg) == 0:
-                with fsspec.open(os.path.join(self._path(step), _METADATA_FILE), "wb") as f:
+                fs, raw = url_to_fs(os.path.join(self._path(step), _METADATA_FILE))
+                with fs.open(raw + ".partial", "wb") as f:
                     pickle.dump(meta, f)
-                while self.max_to_keep and len(self._tracked) > self.max_to_keep:
-                    self._delete(self._tracked.popleft().step)
+                fs.mv(raw + ".partial", raw)
+            self._tracked.append(meta)
+            while self.max_to_keep and len(self._tracked) > self.max_to_keep:
+                self._delete(self._tracked.popleft().step)
 
     def should_save(self, step: int) -> bool:
         """Whether `step` is one to checkpoint: on the interval, or after a preemption notice."""
@@ -154,12 +160,13 @@ class CheckpointManager:
 
     def save_async(self, step: int, state_dict, force: Optional[bool] = False) -> bool:
         """`save`, written by a background thread (at most `max_pending_async` at once)."""
+        self._raise_failed()
         if not (force or self.should_save(step)):
             return False
         torch_xla.sync()
-        snapshot = _snapshot(state_dict)
+        on_host = host_state(state_dict)
         self._pending.acquire()
-        future = self._pool.submit(self._save, step, snapshot)
+        future = self._pool.submit(self._save, step, on_host)
         future.add_done_callback(lambda _: self._pending.release())
         self._futures.append(future)
         return True
@@ -179,26 +186,19 @@ class CheckpointManager:
 
     def join(self) -> None:
         """Waits for every pending `save_async` (and raises its error, if any)."""
-        for future in self._futures:
+        futures, self._futures = self._futures, []
+        for future in futures:
             future.result()
-        self._futures = []
+
+    def _raise_failed(self) -> None:
+        """Raises the error of a finished `save_async` that failed (the first one)."""
+        done = [f for f in self._futures if f.done()]
+        self._futures = [f for f in self._futures if not f.done()]
+        for future in done:
+            future.result()
 
     def reached_preemption(self, step: int) -> bool:
         """Whether a preemption notice came (all processes agree at `step`)."""
         if self._preemption is None:
             raise RuntimeError("this CheckpointManager was made with chkpt_on_preemption=False")
         return self._preemption.reached(step)
-
-
-def _snapshot(obj):
-    """`obj` with each tensor replaced by a clone: on the CPU a copy, on an XLA device a new
-    tensor holding the same finished buffer (no copy; later in-place updates of the
-    original give it new buffers). A state_dict's tensors are detached views, which would
-    follow those updates."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, dict):
-        return type(obj)((k, _snapshot(v)) for k, v in obj.items())
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_snapshot(v) for v in obj)
-    return obj

@@ -41,16 +41,53 @@ def _offsets(shard):
     return tuple(s.start for s in shard.indices)
 
 
+@dataclasses.dataclass
+class HostShards:
+    """A sharded XLA tensor read to the host for saving: its global shape and the blocks
+    this process writes, {offsets: CPU tensor} (one copy of each, padding left out)."""
+    shape: torch.Size
+    blocks: dict
+
+    @staticmethod
+    def of(t) -> "HostShards":
+        blocks = {}
+        for shard in XLAShardedTensor(t).local_shards:
+            block = shard.unpadded_data
+            if shard.replica_id == 0 and block.numel():  # (a block all padding holds nothing)
+                blocks[_offsets(shard)] = block
+        return HostShards(t.shape, blocks)
+
+
+def host_state(obj):
+    """`obj` (a state_dict, nested) read to the host as `SPMDSavePlanner` writes it: each
+    sharded XLA tensor as its `HostShards`, each other XLA tensor as a CPU copy, CPU
+    tensors cloned. Saving it then touches nothing on the device (a background thread
+    writes it while the main thread traces the next steps)."""
+    if isinstance(obj, torch.Tensor):
+        obj = _global(obj)
+        if _is_sharded(obj):
+            return HostShards.of(obj)
+        return obj.detach().cpu() if _is_xla(obj) else obj.detach().clone()
+    if isinstance(obj, dict):
+        return type(obj)((k, host_state(v)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(host_state(v) for v in obj)
+    return obj
+
+
 class SPMDSavePlanner(DefaultSavePlanner):
-    """Writes sharded XLA tensors shard by shard (see the module docstring)."""
+    """Writes sharded XLA tensors shard by shard (see the module docstring); also writes a
+    state read to the host beforehand (`host_state`)."""
 
     def set_up_planner(self, state_dict, storage_meta=None, is_coordinator=False) -> None:
         super().set_up_planner(state_dict, storage_meta, is_coordinator)
         self._sharded, self._blocks, plain = {}, {}, {}
         for fqn, obj in self.state_dict.items():
             obj = _global(obj)
-            if _is_sharded(obj):
+            if isinstance(obj, HostShards):
                 self._sharded[fqn] = obj
+            elif _is_sharded(obj):
+                self._sharded[fqn] = HostShards.of(obj)
             else:
                 plain[fqn] = obj.detach().cpu() if _is_xla(obj) else obj
         self.state_dict = plain
@@ -59,11 +96,8 @@ class SPMDSavePlanner(DefaultSavePlanner):
         plan = super().create_local_plan()
         items = []
         for fqn, t in self._sharded.items():
-            for shard in XLAShardedTensor(t).local_shards:
-                block = shard.unpadded_data
-                if shard.replica_id != 0 or block.numel() == 0:
-                    continue  # (a block all padding holds nothing to save)
-                offsets = torch.Size(_offsets(shard))
+            for offsets, block in t.blocks.items():
+                offsets = torch.Size(offsets)
                 self._blocks[(fqn, tuple(offsets))] = block
                 items.append(WriteItem(
                     index=MetadataIndex(fqn, offsets), type=WriteItemType.SHARD,
