@@ -253,7 +253,7 @@ _collecting = threading.Lock()
 def _step_roots(device, devices):
     """`_run_all`'s values, checks and held buffers for a step on `device` (None: every
     device): the values of every live tensor there, the checks deferred on `devices`, and
-    the ids of the buffers live tensors hold."""
+    the ids of the buffers live tensors hold (less those marked for donation)."""
     values = live_values(device)
     held = donation.release({id(v.data) for v in values if v.data is not None})
     if runtime.is_spmd():  # tensors in manual sharding mode exist only inside a program
