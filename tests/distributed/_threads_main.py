@@ -3,12 +3,15 @@ DataParallel threads, every collective, and training on shards == one device on 
 (with the loss read on the host each step too); then two DataParallel instances on 2
 devices each, run one after the other and at the same time, each training as it would
 alone."""
+import gc
 import threading
 
 import pytest
 import torch
 
+import torch_xla.core.xla_model as xm
 import torch_xla.distributed.data_parallel as dp
+import torch_xla.runtime as xr
 from tests.distributed import _workers as w
 
 
@@ -32,6 +35,8 @@ def main():
         print(f"ok {n}")
     two_runs(expected)
     print("ok two runs")
+    dead_cycles()
+    print("ok cycles")
 
 
 def _train(shards, barrier=None):
@@ -90,6 +95,41 @@ def two_runs(expected):
     finally:
         checked.set()
         holder.join(timeout=60)
+
+
+def _step_with_a_cycle(device, freed_on, kept_on=()):
+    """A step with an all-reduce, each replica holding a pending tensor in a reference cycle
+    that is garbage on every replica but `kept_on`, and freed already on `freed_on` (as by
+    the cyclic collector, run by another thread) alone. Returns the sum and whether the
+    replica kept its cycle."""
+    r = xr.global_ordinal()
+    x = torch.full((3,), r + 1.0).to(device)
+    cycle = [x * 2]
+    cycle.append(cycle)
+    if r in freed_on:
+        cycle.clear()
+    kept = cycle if r in kept_on else None
+    del cycle
+    total = xm.all_reduce(xm.REDUCE_SUM, x)
+    xm.mark_step()
+    return total.cpu(), kept is not None
+
+
+def dead_cycles():
+    """Replicas whose steps differ by dead tensors the collector freed on some of them alone
+    run one program; replicas whose live tensors differ are told so."""
+    devices = ["xla:0", "xla:1"]
+    gc.disable()  # the cycles stay until a replica collects them
+    try:
+        run = dp.DataParallel(torch.nn.Identity(), device_ids=devices)
+        for freed_on in ({0, 1}, {0}):  # the first also plans the ops (their first calls)
+            for total, _ in run(lambda model, loader, device, context: _step_with_a_cycle(device, freed_on),
+                                [0, 0]):
+                torch.testing.assert_close(total, torch.full((3,), 3.0))
+        with pytest.raises(RuntimeError, match="the replicas ran different graphs"):
+            run(lambda model, loader, device, context: _step_with_a_cycle(device, {0}, kept_on={1}), [0, 0])
+    finally:
+        gc.enable()
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@ device in this process, and on 4 DataParallel threads in one subprocess
 (tests/distributed/_fsdp_main.py: losses and parameters against the whole batch on the CPU,
 nested, checkpointed, dim-0 sharding with clipping, no_sync, compile counts)."""
 import copy
+import gc
 import os
 import subprocess
 import sys
+import weakref
 
 import pytest
 import torch
@@ -16,6 +18,7 @@ import torch_xla.debug.metrics as met
 from torch_xla.distributed.fsdp import (XlaFullyShardedDataParallel as FSDP, always_wrap_policy,
                                         consolidate_sharded_model_checkpoints)
 from torch_xla.distributed.fsdp.consolidate_sharded_ckpts import main as consolidate_main
+from torch_xla.distributed.fsdp.xla_fully_sharded_data_parallel import collect_tensors
 from torch_xla.distributed.zero_redundancy_optimizer import ZeroRedundancyOptimizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,6 +31,22 @@ def test_four_replicas_train_as_one_model_on_the_whole_batch():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     lines = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ok ")]
     assert lines == ["root", "nested", "compiles", "checkpointed", "dim0+clip", "no_sync", "zero1"], proc.stdout
+
+
+def test_collected_tensors_die_with_their_last_reference(dev):
+    """The tensors a forward collects (for its optimization barrier) are not kept by a
+    reference cycle until the collector runs: pending, they would stay roots of the step's
+    graph, on which the replicas of a DataParallel run must agree."""
+    a, b = torch.ones(2, device=dev), torch.zeros(3, device=dev)
+    refs = [weakref.ref(a), weakref.ref(b)]
+    gc.disable()
+    try:
+        got = collect_tensors(({"x": [a, (b, a)]}, 4, torch.ones(1)))
+        assert len(got) == 2 and got[0] is a and got[1] is b
+        del a, b, got
+        assert [r() for r in refs] == [None, None]
+    finally:
+        gc.enable()
 
 
 def _mlp():

@@ -23,6 +23,7 @@ of values waits (`to_cpu`, `wait_device_ops`), and a `mark_step` after a step wi
 deferred checks waits for that step's program (one step in flight).
 """
 import atexit
+import gc
 import os
 import sys
 import threading
@@ -230,14 +231,34 @@ def mark_step(device=None) -> None:
     metrics.count("MarkStep")
     if device is None:
         device = runtime.thread_device()
+    devices = None if device is None else (device,)
+    earlier = _take(_launched, devices)  # read once this step's program is launched
+    try:
+        _run_all(*_step_roots(device, devices), read=False)
+    except replicated.GraphsDiffer:
+        # A dead tensor in a reference cycle stays live until the cyclic collector runs, in
+        # whichever thread allocates: replicas sharing a process can differ by such roots.
+        # All of them got this error at the same round; each collects and gathers again.
+        # (One collection at a time: `gc.collect` returns at once while another thread's
+        # runs, and that one may not have freed this replica's tensors yet.)
+        with _collecting:
+            gc.collect()
+        _run_all(*_step_roots(device, devices), read=False)
+    _read_checks(earlier)
+
+
+_collecting = threading.Lock()
+
+
+def _step_roots(device, devices):
+    """`_run_all`'s values, checks and held buffers for a step on `device` (None: every
+    device): the values of every live tensor there, the checks deferred on `devices`, and
+    the ids of the buffers live tensors hold (less those marked for donation)."""
     values = live_values(device)
     held = donation.release({id(v.data) for v in values if v.data is not None})
     if runtime.is_spmd():  # tensors in manual sharding mode exist only inside a program
         values, held = manual.outside_regions(values, held)
-    devices = None if device is None else (device,)
-    earlier = _take(_launched, devices)  # read once this step's program is launched
-    _run_all(values, _take(_checks, devices), held, read=False)
-    _read_checks(earlier)
+    return values, _take(_checks, devices), held
 
 
 class ExecutionError(RuntimeError):
@@ -265,6 +286,8 @@ def _run(values, held=None, eager=False):
         w = compiler.walk(values)
     try:
         outputs, program = _execute(w, eager)
+    except replicated.GraphsDiffer:
+        raise  # nothing failed: the values stay pending (`mark_step` gathers them again)
     except compiler.LoweringError as e:
         error = ExecutionError(_describe_failure(w, e.position, e.cause))
         for v in compiler.dependent_roots(w, e.position):

@@ -89,6 +89,10 @@ def _global_args(per_replica, mesh):
     return leaves, scalars
 
 
+class GraphsDiffer(RuntimeError):
+    """The threads' replicas posted different graphs at one round of their `Meeting`."""
+
+
 class CollectiveTimeout(RuntimeError):
     """A program spanning the processes did not finish in time (a peer died or hangs)."""
 
@@ -207,7 +211,7 @@ class Meeting:
         try:
             keys = {p.key for p in posts.values()}
             if len(keys) != 1:
-                raise RuntimeError("the replicas ran different graphs at one collective step; every "
+                raise GraphsDiffer("the replicas ran different graphs at one collective step; every "
                                    "replica must run the same operations")
             outs = _run(call, [posts[i].args for i in local])
             result = {i: outs[k] for k, i in enumerate(local)}

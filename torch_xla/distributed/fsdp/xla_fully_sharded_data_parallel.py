@@ -43,21 +43,20 @@ class TrainingState(Enum):
 
 
 def collect_tensors(data) -> List[torch.Tensor]:
-    """The XLA tensors in nested lists, tuples, dicts and dataclass-like outputs, once each."""
-    out, seen = [], set()
-
-    def visit(x):
+    """The XLA tensors in nested lists, tuples, dicts and dataclass-like outputs, once each.
+    (A loop, not a recursive closure: that would be a reference cycle holding the tensors
+    until the cyclic collector ran.)"""
+    out, seen, stack = [], set(), [data]
+    while stack:
+        x = stack.pop()
         if isinstance(x, torch.Tensor):
             if x.device.type == "xla" and id(x) not in seen:
                 seen.add(id(x))
                 out.append(x)
         elif isinstance(x, dict):
-            for v in x.values():
-                visit(v)
+            stack.extend(reversed(list(x.values())))
         elif isinstance(x, (list, tuple)):
-            for v in x:
-                visit(v)
-    visit(data)
+            stack.extend(reversed(x))
     return out
 
 
