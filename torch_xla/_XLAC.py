@@ -19,10 +19,10 @@ from torch_xla._lazy.spmd import manual_regions as _manual
 from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import ready as _ready
 from torch_xla._lazy import eager as _eager
-from torch_xla._lazy import metrics as _metrics
+from torch_xla._lazy import counters as _counters
 from torch_xla._lazy.lowering import linalg as _linalg, precision as _precision
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
-from torch_xla._lazy import runtime as _runtime
+from torch_xla._lazy import pjrt as _pjrt
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla._lazy.spmd import layout as _spmd
 from torch_xla._lazy import tensor as _tensor
@@ -59,35 +59,35 @@ def _get_graph_hash(tensors) -> bytes:
 
 def _xla_get_default_device() -> str:
     """This thread's device: a DataParallel replica's own, else xla:0."""
-    index = _runtime.thread_device()
+    index = _pjrt.thread_device()
     return f"xla:{0 if index is None else index}"
 
 
 def _xla_get_default_device_ordinal() -> int:
-    return _runtime.global_ordinal()
+    return _pjrt.global_ordinal()
 
 
 def _xla_real_devices(devices=()) -> list:
     """Runtime names ('CPU:3') of `devices` (default: this process's): the platform and the
     device's global index in the runtime."""
-    local = _runtime.jax_devices()
+    local = _pjrt.jax_devices()
     indices = [int(str(d).split(":")[1]) for d in devices] if devices else range(len(local))
     return [_real_name(local[i]) for i in indices]
 
 
 def _real_name(d) -> str:
-    return f"{_runtime.device_type()}:{_runtime.global_devices().index(d)}"
+    return f"{_pjrt.device_type()}:{_pjrt.global_devices().index(d)}"
 
 
 def _jax_device(device: str):
     """The jax device of 'xla:N' or of a runtime name such as 'CPU:3'."""
     kind, _, index = str(device).partition(":")
     if kind == "xla":
-        return _runtime.jax_device(int(index or 0))
-    devices = _runtime.global_devices()
-    if kind.upper() != _runtime.device_type() or not index.isdigit() or int(index) >= len(devices):
+        return _pjrt.jax_device(int(index or 0))
+    devices = _pjrt.global_devices()
+    if kind.upper() != _pjrt.device_type() or not index.isdigit() or int(index) >= len(devices):
         raise RuntimeError(f"Unknown XLA device '{device}'; the runtime has "
-                           f"{_runtime.device_type()}:0 .. {_runtime.device_type()}:{len(devices) - 1}")
+                           f"{_pjrt.device_type()}:0 .. {_pjrt.device_type()}:{len(devices) - 1}")
     return devices[int(index)]
 
 
@@ -109,7 +109,7 @@ def _xla_get_device_attributes(device: str) -> dict:
 
 
 def _xla_get_all_device_attributes() -> list:
-    return [_xla_get_device_attributes(_real_name(d)) for d in _runtime.global_devices()]
+    return [_xla_get_device_attributes(_real_name(d)) for d in _pjrt.global_devices()]
 
 
 def _xla_memory_info(device: str) -> dict:
@@ -164,11 +164,11 @@ def _get_use_eager_mode() -> bool:
 
 
 def _xla_metrics_report() -> str:
-    return _metrics.metrics_report()
+    return _counters.metrics_report()
 
 
 def _xla_counter_value(name: str):
-    return _metrics.counter_value(name)
+    return _counters.counter_value(name)
 
 
 def _xla_optimization_barrier_(tensors) -> None:
@@ -388,11 +388,11 @@ def _check_tensor_need_materialization(tensors) -> list:
 
 def _get_executed_fallback_ops() -> list:
     """The ATen ops that ran through the CPU fallback since the counters were cleared."""
-    return _metrics.fallback_counters()
+    return _counters.fallback_counters()
 
 
 def _xla_increment_counter(name: str, n: int = 1) -> None:
-    _metrics.count(name, n)
+    _counters.count(name, n)
 
 
 def _get_xla_tensor_dimension_size(t, dim: int):
@@ -423,7 +423,7 @@ def _set_buffer_donation(t, donate: bool) -> bool:
     if data is None:
         return False
     _donation.mark(data, donate)
-    _metrics.count("XlaSetBufferDonation")
+    _counters.count("XlaSetBufferDonation")
     return True
 
 
@@ -486,8 +486,8 @@ def _init_computation_client() -> None:
     that error, whatever PJRT_DEVICE says since."""
     if not _client:
         try:
-            _runtime.device_type()  # (the device type first: jax's devices may be cached)
-            _runtime.jax_devices()
+            _pjrt.device_type()  # (the device type first: jax's devices may be cached)
+            _pjrt.jax_devices()
             _client.append(None)
         except RuntimeError as e:
             _client.append(e)
@@ -497,4 +497,4 @@ def _init_computation_client() -> None:
 
 def _xla_get_all_devices() -> list:
     """Runtime names ('CPU:3') of every device of the runtime, all processes'."""
-    return [_real_name(d) for d in _runtime.global_devices()]
+    return [_real_name(d) for d in _pjrt.global_devices()]

@@ -12,7 +12,7 @@ import torch
 
 from torch_xla import _XLAC
 from torch_xla._dynamo import config
-from torch_xla._lazy import metrics as _metrics
+from torch_xla._lazy import counters as _counters
 from torch_xla._lazy.graph_capture import compiled as _compiled
 
 
@@ -20,7 +20,7 @@ def extract_compiled_graph(xla_model: torch.fx.GraphModule, xla_args):
     """A callable computing `xla_model(*args)` on XLA tensors with one compiled program
     (its results a list, as dynamo's boxed calling convention wants). Counted as
     `DynamoExtractCompiledGraph`."""
-    _metrics.count("DynamoExtractCompiledGraph")
+    _counters.count("DynamoExtractCompiledGraph")
     graph = _compiled.compile_graph(xla_model, xla_args)
 
     def run(*args):

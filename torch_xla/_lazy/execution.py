@@ -1,7 +1,7 @@
 """Execution: what turns pending values into device buffers, and moves data in and out.
 
-`materialize(values)` runs what `values` need, one program per device: the compiler's walk
-and program (`compiler`), run on the device; a graph with a collective runs as one
+`materialize(values)` runs what `values` need, one program per device: the walk and program
+of `graph_program`, run on the device; a graph with a collective runs as one
 replicated program over every replica's device (`replicated`); under SPMD every graph runs
 as one program partitioned over all devices (`spmd_program`). `mark_step` does it for
 every live pending tensor and donates the buffers no live tensor holds any more.
@@ -32,7 +32,7 @@ import time
 import jax
 import torch
 
-from . import compile_explanation, compiler, donation, graph_cache, metrics, runner, runtime, user_code
+from . import compile_explanation, counters, donation, graph_cache, graph_program, pjrt, runner, user_code
 from .replicas import program as replicated
 from .spmd import manual_regions as manual
 from .spmd import program as spmd_program
@@ -43,9 +43,9 @@ from .tensor import live_values
 def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
     """A CPU tensor's data as a buffer on XLA device `device` (cast to `dtype`)."""
     dtype = dtype or t.dtype
-    with metrics.timed("TransferToDeviceTime"):
-        data = runtime.to_device_buffer(t.to(dtype) if t.dtype != dtype else t, device)
-    metrics.count("TransferToDevice")
+    with counters.timed("TransferToDeviceTime"):
+        data = pjrt.to_device_buffer(t.to(dtype) if t.dtype != dtype else t, device)
+    counters.count("TransferToDevice")
     return Value(tuple(t.shape), dtype, device, data=data)
 
 
@@ -58,16 +58,16 @@ def to_cpu(value: Value) -> torch.Tensor:
 
 
 def _read(value: Value) -> torch.Tensor:
-    return runtime.host_tensor(_transfer(value), value.dtype)
+    return pjrt.host_tensor(_transfer(value), value.dtype)
 
 
 def _transfer(value: Value):
     """The computed `value`'s buffer copied to the host (a numpy array), timed and counted."""
     replicated.settle()  # a program waiting for another process would never end: timed
     start = time.perf_counter_ns()
-    out = runtime.to_host_array(value.data)
-    metrics.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
-    metrics.count("TransferFromDevice")
+    out = pjrt.to_host_array(value.data)
+    counters.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
+    counters.count("TransferFromDevice")
     return out
 
 
@@ -151,7 +151,7 @@ def _run_all(values, checks, held=None, read=True, eager=False):
     the checks (`read`) or leaves them to the next sync (`_launched`); checks whose values
     are still pending stay deferred. `eager`: the programs are an eager op's (their
     compilations and runs are timed as `EagerOpCompileTime`/`EagerOpExecuteTime`).
-    Returns the `compiler.Program` that ran last (None: none, or not a single device's)."""
+    Returns the `graph_program.Program` that ran last (None: none, or not a single device's)."""
     program = None
     try:
         for vs in _pending_by_device(values + [c.value for c in checks]).values():
@@ -217,7 +217,7 @@ def materialize(values, eager=False, donate=False):
     groups = _pending_by_device(values)
     if not groups:
         return None
-    if runtime.is_spmd():
+    if pjrt.is_spmd():
         manual.check_readable(values)
     held = donation.OnlyDonors() if donate else None
     return _run_all(list(values), _take(_launched, groups.keys()) + _take(_checks, groups.keys()),
@@ -228,9 +228,9 @@ def mark_step(device=None) -> None:
     """Materialises every live pending tensor, one program per device, donating buffers that
     no live tensor holds any more and those marked for donation. On a DataParallel thread
     it covers that thread's device."""
-    metrics.count("MarkStep")
+    counters.count("MarkStep")
     if device is None:
-        device = runtime.thread_device()
+        device = pjrt.thread_device()
     devices = None if device is None else (device,)
     earlier = _take(_launched, devices)  # read once this step's program is launched
     try:
@@ -256,7 +256,7 @@ def _step_roots(device, devices):
     the ids of the buffers live tensors hold (less those marked for donation)."""
     values = live_values(device)
     held = donation.release({id(v.data) for v in values if v.data is not None})
-    if runtime.is_spmd():  # tensors in manual sharding mode exist only inside a program
+    if pjrt.is_spmd():  # tensors in manual sharding mode exist only inside a program
         values, held = manual.outside_regions(values, held)
     return values, _take(_checks, devices), held
 
@@ -277,20 +277,20 @@ def _run(values, held=None, eager=False):
     if not allow_execution[0]:
         raise RuntimeError("Unexpected execution happens inside the compiled function, exiting "
                            "(executions are disallowed: _XLAC._set_allow_execution(False))")
-    w = graph_cache.lookup(values, held) or compiler.walk(values, held)
+    w = graph_cache.lookup(values, held) or graph_program.walk(values, held)
     if w is None:
         return None
     if w.collective and held is not None:
         # Replicas must agree on the program, and which buffers are still held can differ
         # between them (a dead tensor not yet collected): no donation here.
-        w = compiler.walk(values)
+        w = graph_program.walk(values)
     try:
         outputs, program = _execute(w, eager)
     except replicated.GraphsDiffer:
         raise  # nothing failed: the values stay pending (`mark_step` gathers them again)
-    except compiler.LoweringError as e:
+    except graph_program.LoweringError as e:
         error = ExecutionError(_describe_failure(w, e.position, e.cause))
-        for v in compiler.dependent_roots(w, e.position):
+        for v in graph_program.dependent_roots(w, e.position):
             v.fail(error)
         raise error from e.cause
     except Exception as e:
@@ -316,16 +316,16 @@ def time_as_eager(enable: bool) -> None:
 
 
 def _execute(w, eager=False):
-    """Runs walk `w`: its outputs, and the `compiler.Program` that ran (None: a program over
+    """Runs walk `w`: its outputs, and the `graph_program.Program` that ran (None: a program over
     the mesh or the replicas)."""
     eager = eager or _eager_mode[0]
-    if runtime.is_spmd():
+    if pjrt.is_spmd():
         return spmd_program.run(w, eager), None
     if w.collective:
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
                                explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
         return replicated.run(w.device, call), None
-    program = compiler.program_for(w, "EagerOpCompileTime" if eager else "CompileTime")
+    program = graph_program.program_for(w, "EagerOpCompileTime" if eager else "CompileTime")
     donated, kept, scalars = w.args
     outputs = runner.execute(program, donated, kept, program.pack_on(scalars, w.device),
                              timed_as="EagerOpExecuteTime" if eager else "ExecuteTime")

@@ -9,7 +9,7 @@ import warnings
 import torch
 from torch.utils import _pytree as pytree
 
-from . import metrics
+from . import counters
 from .execution import from_cpu, to_cpu
 from .tensor import XLATensor, wrap
 
@@ -23,7 +23,7 @@ def cpu_fallback(func, args, kwargs):
     if os.environ.get("XLA_NO_CPU_FALLBACK") == "1":
         raise NotImplementedError(
             f"{name} ({func}) has no XLA lowering and XLA_NO_CPU_FALLBACK=1 forbids the CPU fallback")
-    metrics.count(name)
+    counters.count(name)
     if name not in _warned:
         _warned.add(name)
         warnings.warn(f"{name} has no XLA lowering: it runs on the CPU (counted in metrics as {name})",

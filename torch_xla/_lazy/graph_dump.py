@@ -1,13 +1,13 @@
 """Looking inside the graph without running it: the pending IR as text, the StableHLO (text
 or bytecode) or HLO text of the program that would run, and the graph as Graphviz dot.
 
-All three use the compiler's own walk (`compiler.walk`), so what they show is exactly what
+All three use the lazy path's own walk (`graph_program.walk`), so what they show is exactly what
 `mark_step` would compile for these tensors: the same nodes in the same order, and for
 the program text, jax's lowering of the same function the runner compiles.
 """
 import torch
 
-from . import compiler, runner, runtime
+from . import graph_program, pjrt, runner
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
 from .ir import fill_template
@@ -28,7 +28,7 @@ def _values(tensors):
 
 
 def _walk(tensors):
-    return compiler.walk(_values(tensors))
+    return graph_program.walk(_values(tensors))
 
 
 def _leaf_names(w):
@@ -80,7 +80,7 @@ def lowered(tensors):
     w = _walk(tensors)
     if w is None:
         return None
-    if runtime.is_spmd():
+    if pjrt.is_spmd():
         return spmd_program.lowered(w)
     return runner.lower(w.program.run_packed, w.call_args)
 

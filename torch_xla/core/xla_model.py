@@ -12,17 +12,17 @@ import torch_xla
 import torch_xla.utils.utils as xu
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla._lazy import device as _device
-from torch_xla._lazy import rng, runtime
+from torch_xla._lazy import pjrt, rng
 from torch_xla._lazy import execution
 from torch_xla._lazy import tensor as _tensor
 
 
 def xla_device(n: int = None, devkind: str = None) -> torch.device:
     """The XLA device `n` of this process (default: this DataParallel thread's, or 0)."""
-    runtime.jax_devices()  # starts the runtime as configured, or says why not
-    count = runtime.device_count()
+    pjrt.jax_devices()  # starts the runtime as configured, or says why not
+    count = pjrt.device_count()
     if n is None:
-        n = runtime.thread_device()
+        n = pjrt.thread_device()
     if n is not None and not 0 <= n < count:
         raise RuntimeError(f"Invalid XLA device index {n}: there are {count} device(s)")
     return torch_xla.device(n)
@@ -30,12 +30,12 @@ def xla_device(n: int = None, devkind: str = None) -> torch.device:
 
 def get_xla_supported_devices(devkind: str = None, max_devices: int = None):
     """Names of the XLA devices of this process: ['xla:0', 'xla:1', ...]."""
-    names = [f"xla:{i}" for i in range(runtime.device_count())]
+    names = [f"xla:{i}" for i in range(pjrt.device_count())]
     return names[:max_devices] if max_devices else names
 
 
 def xla_device_hw(device) -> str:
-    return runtime.device_type()
+    return pjrt.device_type()
 
 
 def xla_device_kind(device=None) -> str:
@@ -68,14 +68,14 @@ def set_replication(device, devices) -> None:
     listed = [_device_index(d) for d in devices or ()]
     if listed and index not in listed:
         raise ValueError(f"set_replication: {device} is not among the replication devices {list(devices)}")
-    current = runtime.replicas()
+    current = pjrt.replicas()
     if len(current) > 1:  # DataParallel's threads
         if index not in current or (listed and sorted(listed) != sorted(current)):
             raise ValueError(f"set_replication({device}, {list(devices)}): the replicas of this process "
                              f"are DataParallel's devices xla:{list(current)}")
     else:
-        runtime.set_replicas((index,))
-    runtime.set_thread_device(index)
+        pjrt.set_replicas((index,))
+    pjrt.set_thread_device(index)
 
 
 def _device_index(device) -> int:
@@ -83,7 +83,7 @@ def _device_index(device) -> int:
     if device.type != "xla":
         raise ValueError(f"{device} is not an XLA device")
     index = device.index or 0
-    count = len(runtime.jax_devices())
+    count = len(pjrt.jax_devices())
     if not 0 <= index < count:
         raise RuntimeError(f"Invalid XLA device index {index}: there are {count} device(s)")
     return index
@@ -206,15 +206,15 @@ REDUCE_SUM, REDUCE_MUL, REDUCE_AND, REDUCE_OR, REDUCE_MIN, REDUCE_MAX = (
 
 
 def xrt_world_size(defval: int = 1) -> int:
-    return runtime.world_size()
+    return pjrt.world_size()
 
 
 def get_ordinal(defval: int = 0) -> int:
-    return runtime.global_ordinal()
+    return pjrt.global_ordinal()
 
 
 def get_local_ordinal(defval: int = 0) -> int:
-    return runtime.local_ordinal()
+    return pjrt.local_ordinal()
 
 
 def is_master_ordinal(local: bool = True) -> bool:
@@ -230,7 +230,7 @@ def _fetch_gradients(optimizer):
 def reduce_gradients(optimizer, groups=None, pin_layout=True) -> None:
     """Averages every parameter's gradient over all replicas, in one all_reduce (scaled by
     1/world_size, as torch_xla does, groups or not)."""
-    count = runtime.world_size()
+    count = pjrt.world_size()
     if count > 1:
         grads = _fetch_gradients(optimizer)
         if grads:
@@ -318,7 +318,7 @@ def collective_broadcast(tensors, root_ordinal: int = 0, groups=None, pin_layout
     """Sets every tensor in `tensors`, in place, to its value on replica `root_ordinal` (in
     each group: the group must hold the root to receive its values; others get zeros). All
     replicas run the same graph: the root contributes its values, the others zeros, summed."""
-    mine = send_cpu_data_to_device(torch.tensor(runtime.global_ordinal() == root_ordinal),
+    mine = send_cpu_data_to_device(torch.tensor(pjrt.global_ordinal() == root_ordinal),
                                    tensors[0].device)[0] if tensors else None
     with torch.no_grad():
         for t in tensors:
@@ -385,7 +385,7 @@ def rendezvous(tag: str, payload: bytes = b"", replicas=()):
     ordinal order (exchanged through an all_gather on the device). With `replicas` (a list
     of ordinals), only those replicas' payloads come back, in that order; every replica
     still takes part (the exchange is one program of all replicas)."""
-    world = runtime.world_size()
+    world = pjrt.world_size()
     members = [int(r) for r in replicas or ()]
     if len(set(members)) != len(members) or any(not 0 <= r < world for r in members):
         raise ValueError(f"rendezvous replicas {list(replicas)} must be distinct ordinals in [0, {world})")

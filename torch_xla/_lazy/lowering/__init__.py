@@ -15,7 +15,7 @@ import importlib
 import jax
 import torch
 
-from .. import runtime
+from .. import pjrt
 from ..caches import GenerationCache
 from ..ir import fill_template
 from ._types import is_weak
@@ -166,7 +166,7 @@ def call_lowering(op, template, inputs, scalars, avals):
     out = [o for o in out if o is not None]  # outputs the op leaves out (a backward's mask)
     result = []
     for o, (shape, dtype) in zip(out, avals):
-        jdtype = runtime.to_jax_dtype(dtype)
+        jdtype = pjrt.to_jax_dtype(dtype)
         if o.dtype != jdtype or is_weak(o):
             o = o.astype(jdtype)
         if tuple(o.shape) != shape:

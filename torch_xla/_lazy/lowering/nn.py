@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import runtime, torch_compat
+from .. import pjrt, torch_compat
 from . import aten, lower
 from ._linear import linear_backward
 from ._types import float_opmath, opmath
@@ -62,7 +62,7 @@ def log_softmax(x, dim, half_to_float):
 def safe_softmax(x, dim, dtype=None):
     """Softmax whose rows of only -inf give 0 rather than nan (attention with full masks)."""
     if dtype is not None:
-        x = x.astype(runtime.to_jax_dtype(dtype))
+        x = x.astype(pjrt.to_jax_dtype(dtype))
     masked = jnp.all(x == -jnp.inf, axis=_axis(x, dim), keepdims=True)
     out = softmax(x, dim, False)
     return jnp.where(masked, jnp.zeros((), out.dtype), out)
