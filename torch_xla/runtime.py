@@ -2,6 +2,7 @@
 import os
 
 import torch_xla
+from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import pjrt as _pjrt
 
 
@@ -63,7 +64,7 @@ def initialize_cache(path: str, readonly: bool = False) -> None:
 
 def is_initialized() -> bool:
     """Whether the runtime (jax's PJRT backends) has started in this process."""
-    return torch_xla._XLAC._xla_runtime_is_initialized()
+    return _device_info.is_initialized()
 
 
 def set_device_type(pjrt_device: str) -> None:
@@ -99,11 +100,11 @@ def local_device_count() -> int:
 
 def runtime_device_attributes(device: str) -> dict:
     """What PJRT tells of `device` ('CPU:0' or 'xla:0'): name, kind, ids (TPU coords...)."""
-    return torch_xla._XLAC._xla_get_device_attributes(device)
+    return _device_info.device_attributes(device)
 
 
 def global_runtime_device_attributes() -> list:
-    return torch_xla._XLAC._xla_get_all_device_attributes()
+    return _device_info.all_device_attributes()
 
 
 def is_bf16_supported() -> bool:

@@ -16,12 +16,14 @@ from torch._decomp import decomposition_table
 
 from . import counters, eager, pjrt, rng
 from .caches import GenerationCache
-from .execution import from_cpu, materialize, to_cpu
+from .execution import materialize, to_cpu
 from .fallback import cpu_fallback
 from .ir import NUMBER_TYPES, ArgumentEncoder, Node, Value, fill_template, node_type, value_signature
-from .lowering import load_all, lookup, scalar_arguments
+from .lowering import load_all, lookup
+from .lowering.schema import scalar_arguments
 from .meta import cpu_error, meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
+from .transfers import from_cpu
 
 aten = torch.ops.aten
 load_all()

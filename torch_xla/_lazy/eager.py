@@ -15,7 +15,7 @@ while its function is traced.
 import threading
 import weakref
 
-from . import execution, graph_program, pjrt, runner
+from . import deferred_checks, execution, graph_dump, graph_program, pjrt, runner
 from .tensor import XLATensor
 
 ON = [False]  # the setting, read by the dispatch entry at each op
@@ -113,7 +113,7 @@ def _run(values) -> None:
     relaunches its program at once."""
     node = _one_node(values)
     key = None
-    if node is not None and not node.op.collective and not execution.has_checks() \
+    if node is not None and not node.op.collective and not deferred_checks.has_checks() \
             and not pjrt.is_spmd():
         key = _op_key(node)
         if key is not None and _launch(key, node, values):
@@ -135,7 +135,7 @@ def _launch(key, node, values) -> bool:
                              timed_as="EagerOpExecuteTime")
     for v, o in zip(values, outputs):
         v.set_data(o)
-    execution.save_graph((node,))
+    graph_dump.save_graph((node,))
     return True
 
 

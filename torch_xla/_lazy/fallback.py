@@ -10,8 +10,9 @@ import torch
 from torch.utils import _pytree as pytree
 
 from . import counters
-from .execution import from_cpu, to_cpu
+from .execution import to_cpu
 from .tensor import XLATensor, wrap
+from .transfers import from_cpu
 
 _warned = set()
 

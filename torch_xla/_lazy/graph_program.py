@@ -26,7 +26,8 @@ from jax._src.lax.lax import _convert_element_type
 
 from . import compile_explanation, counters, pjrt, runner
 from .ir import In, Node, node_type
-from .lowering import call_lowering, precision
+from .lowering import precision
+from .lowering.replay import call_lowering
 
 
 class LoweringError(Exception):

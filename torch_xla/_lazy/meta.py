@@ -17,8 +17,9 @@ an error at compilation names.
 import torch
 from torch.utils import _pytree as pytree
 
-from . import counters, lowering, pjrt, torch_compat, user_code
+from . import counters, pjrt, torch_compat, user_code
 from .caches import GenerationCache
+from .lowering import meta_stand_ins
 from .tensor import XLATensor
 
 aten = torch.ops.aten
@@ -154,7 +155,7 @@ def meta_outputs(func, args, kwargs, sig):
         return hit
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
     try:
-        out = (torch_compat.meta_stand_in(func) or lowering.stand_in(func) or func)(*margs, **mkwargs)
+        out = (torch_compat.meta_stand_in(func) or meta_stand_ins.stand_in(func) or func)(*margs, **mkwargs)
     except (RuntimeError, ValueError, IndexError, TypeError, AssertionError) as e:
         raise (cpu_error(func, args, kwargs, full_size=True) or e) from None
     fails = _CPU_CHECKED_WHEN.get(func)

@@ -2,7 +2,6 @@
 import contextlib
 import os
 import sys
-import tempfile
 import threading
 import time
 
@@ -12,6 +11,8 @@ import torch_xla
 import torch_xla.utils.utils as xu
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla._lazy import device as _device
+from torch_xla._lazy import device_info as _device_info
+from torch_xla._lazy import optimization_barrier as _barrier
 from torch_xla._lazy import pjrt, rng
 from torch_xla._lazy import execution
 from torch_xla._lazy import tensor as _tensor
@@ -41,7 +42,7 @@ def xla_device_hw(device) -> str:
 def xla_device_kind(device=None) -> str:
     """The vendor's name for the kind of `device` (default: this thread's): 'cpu', 'TPU v4',
     'NVIDIA H100 80GB HBM3', ..."""
-    return torch_xla._XLAC._xla_device_kind(str(device or torch_xla.device()))
+    return _device_info.device_kind(str(device or torch_xla.device()))
 
 
 def is_xla_tensor(tensor: torch.Tensor) -> bool:
@@ -50,8 +51,8 @@ def is_xla_tensor(tensor: torch.Tensor) -> bool:
 
 def get_memory_info(device=None) -> dict:
     """{'bytes_used', 'bytes_limit'} (and 'peak_bytes_used' where the runtime tracks it) of
-    `device` (default: this thread's); see `torch_xla._XLAC._xla_memory_info`."""
-    return torch_xla._XLAC._xla_memory_info(str(device or torch_xla.device()))
+    `device` (default: this thread's); see `_lazy.device_info.memory_info`."""
+    return _device_info.memory_info(str(device or torch_xla.device()))
 
 
 def set_replication(device, devices) -> None:
@@ -139,7 +140,7 @@ def mark_step(wait: bool = False, reset_scope: bool = True) -> None:
 
 def wait_device_ops(devices=()) -> None:
     """Blocks until everything queued on the devices has run."""
-    torch_xla._XLAC._xla_wait_device_ops(devices)
+    execution.wait_device_ops()
 
 
 class _StepClosures:
@@ -428,12 +429,8 @@ def fork_rng(device=None, enabled: bool = True):
     if not enabled:
         yield
         return
-    device = device or torch_xla.device()
-    state = get_rng_state(device)
-    try:
+    with rng.fork(_index(device)):
         yield
-    finally:
-        set_rng_state(state, device)
 
 
 # ---- saving --------------------------------------------------------------------------------
@@ -507,36 +504,13 @@ def _to_cpu_data(data, convert: bool = True):
     return convert(data)
 
 
-def _atomic_save(data, path) -> None:
-    """torch.save to a temporary file beside `path`, flushed to disk, then renamed over
-    `path`: an interrupted save leaves the previous file whole."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(data, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def save(data, file_or_path, master_only: bool = True, global_master: bool = False) -> None:
     """Saves `data` (tensors, state dicts, any nested dicts/lists/tuples) with its XLA tensors
     moved to the CPU, so the file loads anywhere as CPU tensors.
 
     With `master_only` only the master replica writes: the one whose local ordinal (or
     with `global_master`, global ordinal) is 0. A path is written atomically (see
-    `_atomic_save`); a file object is written as is. There is no collective inside, so it
+    `utils.atomic_save`); a file object is written as is. There is no collective inside, so it
     may be called by the master alone (`if xm.is_master_ordinal(): xm.save(...)`); replicas
     that must see the file first meet at `xm.rendezvous(...)` after it, as in torch_xla.
     """
@@ -545,7 +519,7 @@ def save(data, file_or_path, master_only: bool = True, global_master: bool = Fal
     if not master_only or ordinal == 0:
         cpu_data = _to_cpu_data(data)
         if isinstance(file_or_path, (str, bytes, os.PathLike)):
-            _atomic_save(cpu_data, file_or_path)
+            xu.atomic_save(cpu_data, file_or_path)
         else:
             torch.save(cpu_data, file_or_path)
 
@@ -553,7 +527,7 @@ def save(data, file_or_path, master_only: bool = True, global_master: bool = Fal
 def optimization_barrier_(tensors) -> None:
     """Keeps XLA from moving computations across `tensors` (updated in place): e.g. from
     merging the recomputation of a checkpointed block with its first computation."""
-    torch_xla._XLAC._xla_optimization_barrier_(tensors)
+    _barrier.optimization_barrier_(tensors)
 
 
 # ---- the program that would run ----------------------------------------------------------

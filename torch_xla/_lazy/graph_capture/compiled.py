@@ -31,10 +31,12 @@ from torch.utils import _pytree as pytree
 
 from .. import counters, graph_program, pjrt, rng, runner
 from ..replicas import program as replicated
-from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
+from ..deferred_checks import has_deferred_checks
+from ..execution import materialize, to_cpu
 from ..frames import run_without_dynamo
 from ..ir import Node, Value
 from ..tensor import XLATensor, live_tensors, unwrap, wrap
+from ..transfers import from_cpu
 from . import decompose
 from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 

@@ -28,7 +28,9 @@ from .. import pjrt
 from ..execution import materialize
 from ..ir import ArgumentEncoder
 from ..op_rules import ALIASES, is_eval_batch_norm
-from ..lowering import call_lowering, load_all, lookup, scalar_arguments
+from ..lowering import load_all, lookup
+from ..lowering.replay import call_lowering
+from ..lowering.schema import scalar_arguments
 from ..tensor import unwrap
 
 aten = torch.ops.aten

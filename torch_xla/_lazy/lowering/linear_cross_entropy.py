@@ -14,8 +14,9 @@ import jax.numpy as jnp
 import torch
 
 from .. import pjrt
-from . import lower_on_demand, meta_stand_in
+from . import lower_on_demand
 from .linalg import matmul_precision
+from .meta_stand_ins import meta_stand_in
 
 _SCALAR = "torch_nn::_linear_cross_entropy_batch_chunked"
 _NONE = "torch_nn::_linear_cross_entropy_batch_chunked_no_reduction"

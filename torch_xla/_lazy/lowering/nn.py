@@ -156,7 +156,7 @@ def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, 
 @lower(aten.native_batch_norm.default)
 def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """Without running-statistics updates: the engine routes training with running statistics
-    through `_native_batch_norm_legit_functional` and writes them back (`_lazy/engine_ops.py`)."""
+    through `_native_batch_norm_legit_functional` and writes them back (`_lazy/engine_ops/batch_norm.py`)."""
     return _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
 
 

@@ -12,9 +12,10 @@ import torch
 from jax import lax
 
 from .. import pjrt
-from . import aten, lower, meta_stand_in
+from . import aten, lower
 from ._types import cast, float_opmath, opmath
 from .elementwise import complex_logaddexp
+from .meta_stand_ins import meta_stand_in
 
 
 def _axes(x, dim, empty_means_all=True):

@@ -10,9 +10,11 @@ import numpy as np
 import torch
 
 from .. import pjrt
-from ..execution import from_cpu, materialize, raise_failed_checks
+from ..deferred_checks import raise_failed_checks
+from ..execution import materialize
 from ..ir import In, Node, Value
 from ..tensor import XLATensor, to_functional, unwrap, wrap
+from ..transfers import from_cpu
 from . import layout as spmd
 from . import manual_regions as manual
 from .constraint_lowering import SHARD_ALIKE, SHARDING_CONSTRAINT
