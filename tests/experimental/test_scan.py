@@ -1,20 +1,15 @@
 """scan, scan_layers, while_loop and fori_loop: one XLA loop each (the body traced once),
 values and gradients as a Python loop on the CPU, a training loop compiled once."""
-import os
-import subprocess
-import sys
-
 import torch
 from torch._higher_order_ops.while_loop import while_loop as torch_while_loop
 
 import torch_xla
 import torch_xla.experimental.fori_loop  # noqa: F401  (PyTorch's while_loop on XLA tensors)
 from tests.compare import assert_same, check, compiles
+from tests.fresh_process import python
 from torch_xla.experimental.fori_loop import fori_loop
 from torch_xla.experimental.scan import scan
 from torch_xla.experimental.scan_layers import scan_layers
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _loop(fn, init, xs):
@@ -88,12 +83,10 @@ def test_while_loops():
     through `repr` (tests/_lazy/test_value_checks.py) leaves functorch disabled (PyTorch's
     printing holds a `_DisableFuncTorch` guard that outlives the failed read), which breaks
     PyTorch's while_loop; an open defect, said in README's known differences."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
     code = "import torch_xla.core.xla_model as xm, tests.experimental.test_scan as t; " \
            "t.check_while_loops(xm.xla_device()); print('ok')"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-4000:]
+    proc = python("-c", code, timeout=600)
+    assert proc.stdout.strip().endswith("ok"), proc.stderr[-4000:]
 
 
 def check_while_loops(dev):
