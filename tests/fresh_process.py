@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
-TIMEOUT = 300
+TIMEOUT = 900  # a liveness bound, generous enough for a busy machine
 
 
 def environment(env=None):

@@ -60,7 +60,7 @@ _SCRIPT = textwrap.dedent("""
 
 
 def _run(cache_dir, mode):
-    out = python("-c", _SCRIPT, cache_dir, mode, timeout=120)
+    out = python("-c", _SCRIPT, cache_dir, mode)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

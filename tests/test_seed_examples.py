@@ -10,8 +10,8 @@ SEED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "seed_examples"
 pytestmark = pytest.mark.skipif(not SEED.is_dir(), reason=f"the seed's examples are not at {SEED}")
 
 
-def run(script, timeout=300, **env):
-    return python(script, cwd=SEED, env=env, timeout=timeout)
+def run(script, **env):
+    return python(script, cwd=SEED, env=env)
 
 
 def test_s2_tensors():

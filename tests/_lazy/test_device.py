@@ -39,7 +39,7 @@ def _run(var, after_import=False):
         script = script.replace("d = xm.xla_device()", f"import os; os.environ['{var}'] = '1'; d = xm.xla_device()")
     else:
         env[var] = "1"
-    out = python("-c", script, env=env, timeout=120)
+    out = python("-c", script, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

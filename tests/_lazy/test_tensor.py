@@ -181,7 +181,7 @@ def test_a_device_count_that_cannot_take_effect_is_an_error_naming_the_variable(
     script = ("import jax; jax.devices()\n"
               "import torch, torch_xla.core.xla_model as xm\n"
               "torch.randn(2, 2, device=xm.xla_device())\n")
-    proc = python("-c", script, env={"CPU_NUM_DEVICES": 3}, timeout=120, check=False)
+    proc = python("-c", script, env={"CPU_NUM_DEVICES": 3}, check=False)
     assert proc.returncode != 0
     assert "CPU_NUM_DEVICES=3 cannot take effect" in proc.stderr, proc.stderr[-2000:]
 
@@ -195,7 +195,7 @@ def test_the_readme_example_then_four_devices(first):
               f"t = {first}\n"
               "t3 = torch.ones(2, device='xla:3') + 1\n"
               "print(len(xm.get_xla_supported_devices()), (t + 1).cpu().shape, t3.cpu().tolist())\n")
-    proc = python("-c", script, env={"CPU_NUM_DEVICES": 4}, timeout=120)
+    proc = python("-c", script, env={"CPU_NUM_DEVICES": 4})
     assert proc.stdout.split() == ["4", "torch.Size([2,", "2])", "[2.0,", "2.0]"]
 
 

@@ -48,7 +48,7 @@ def test_single_device_xla_strategy(tmp_path, xla_available):
 
 
 def test_xla_strategy_on_four_devices(tmp_path):
-    python("-m", "tests.clients._lightning", "fit", 4, tmp_path, env={"CPU_NUM_DEVICES": 4}, timeout=600)
+    python("-m", "tests.clients._lightning", "fit", 4, tmp_path, env={"CPU_NUM_DEVICES": 4})
     result = json.loads((tmp_path / "result.json").read_text())
     assert (result["strategy"], result["accelerator"]) == ("XLAStrategy", "XLAAccelerator")
     assert_same(_checkpoint_weights(result["checkpoint"]), _lightning.reference_weights(), rtol=1e-5, atol=1e-5,
@@ -59,7 +59,7 @@ def test_xla_fsdp_strategy_on_four_devices(tmp_path):
     """Fabric's XLAFSDPStrategy (FSDPv1, the Linear auto-wrapped): the replicas' shards
     consolidate into the weights of full-batch SGD on the CPU."""
     from torch_xla.distributed.fsdp import consolidate_sharded_model_checkpoints
-    python("-m", "tests.clients._lightning", "fsdp", 4, tmp_path, env={"CPU_NUM_DEVICES": 4}, timeout=600)
+    python("-m", "tests.clients._lightning", "fsdp", 4, tmp_path, env={"CPU_NUM_DEVICES": 4})
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["strategy"] == "XLAFSDPStrategy"
     assert torch.load(tmp_path / "shard-0-of-4.pth", weights_only=False)["class"] == "XlaFullyShardedDataParallel"

@@ -74,6 +74,6 @@ def test_xla_flags_pass_through_to_xla(tmp_path):
         d = xm.xla_device()
         print((torch.ones(3, device=d) * 2).sum().item())
     """)
-    out = python("-c", script, env={"XLA_FLAGS": f"--xla_dump_to={dump}"}, timeout=120)
+    out = python("-c", script, env={"XLA_FLAGS": f"--xla_dump_to={dump}"})
     assert out.stdout.strip() == "6.0", out.stderr
     assert any(n.endswith(".txt") and "jit_run_packed" in n for n in os.listdir(dump))

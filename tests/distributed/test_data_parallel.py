@@ -79,7 +79,7 @@ def test_parallel_loader_stops_early_without_hanging(dev):
                 break
     gc.collect()
     for t in set(threading.enumerate()) - before:
-        t.join(timeout=120)
+        t.join(timeout=600)
         assert not t.is_alive(), t
 
 

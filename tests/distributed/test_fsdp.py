@@ -22,7 +22,7 @@ from tests.fresh_process import python
 
 
 def test_four_replicas_train_as_one_model_on_the_whole_batch():
-    proc = python("-m", "tests.distributed._fsdp_main", env={"CPU_NUM_DEVICES": 4}, timeout=600)
+    proc = python("-m", "tests.distributed._fsdp_main", env={"CPU_NUM_DEVICES": 4})
     lines = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ok ")]
     assert lines == ["root", "nested", "compiles", "checkpointed", "dim0+clip", "no_sync", "zero1"], proc.stdout
 

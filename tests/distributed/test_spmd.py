@@ -39,7 +39,7 @@ def test_checkpoint_saved_on_8_devices_loads_on_4(spmd_results, checkpoint_dir):
     """The checkpoint `checkpoint_saved_on_one_mesh_loads_on_another` wrote on 8 devices,
     loaded onto a 2 x 2 mesh of 4 devices: every tensor as saved."""
     assert spmd_results["checkpoint_saved_on_one_mesh_loads_on_another"] is None
-    proc = python("-m", "tests.distributed._spmd_ckpt", checkpoint_dir, env={"CPU_NUM_DEVICES": 4}, timeout=600)
+    proc = python("-m", "tests.distributed._spmd_ckpt", checkpoint_dir, env={"CPU_NUM_DEVICES": 4})
     assert proc.stdout.split() == ["loaded"], proc.stdout[-2000:] + proc.stderr[-4000:]
 
 
@@ -47,8 +47,8 @@ def test_a_process_killed_in_an_async_save_leaves_the_last_checkpoint_to_restore
     """SIGKILL while the background thread writes checkpoint 1 (its data written, not yet
     complete): a fresh process sees checkpoint 0 alone and restores it exactly."""
     env = {"CPU_NUM_DEVICES": 4}
-    saved = python("-m", "tests.distributed._spmd_ckpt_kill", "save", tmp_path, env=env, timeout=600, check=False)
+    saved = python("-m", "tests.distributed._spmd_ckpt_kill", "save", tmp_path, env=env, check=False)
     assert saved.returncode == -9, saved.stdout[-2000:] + saved.stderr[-4000:]
     assert sorted(os.listdir(tmp_path)) == ["0", "1", "expected.pt"]
-    restored = python("-m", "tests.distributed._spmd_ckpt_kill", "restore", tmp_path, env=env, timeout=600)
+    restored = python("-m", "tests.distributed._spmd_ckpt_kill", "restore", tmp_path, env=env)
     assert restored.stdout.split() == ["restored"], restored.stdout[-2000:] + restored.stderr[-4000:]

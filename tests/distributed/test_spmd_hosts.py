@@ -26,7 +26,7 @@ def test_two_processes_of_four_devices_equal_one_of_eight():
                     TORCH_XLA_PROCESS_ID=str(i)) for i in range(2)]
     single = _start(8)
     for proc in hosts + [single]:
-        proc.stdout_text, err = proc.communicate(timeout=300)
+        proc.stdout_text, err = proc.communicate(timeout=900)
         assert proc.returncode == 0, proc.stdout_text[-2000:] + err[-4000:]
     one = [float(x) for x in _lines(single, "loss")]
     assert len(one) == 4
