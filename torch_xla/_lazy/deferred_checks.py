@@ -11,6 +11,7 @@ check (`ir`'s `checks`): a host read of it reads the check first and raises its 
 (`raise_failed_checks`), never handing out the value XLA computed past it.
 """
 import atexit
+import copy
 import sys
 import threading
 
@@ -36,9 +37,17 @@ class DeferredCheck:
                 self.check(host_array(self.value))
                 self.passed = True
             except Exception as e:  # noqa: BLE001  (kept, raised by the callers)
-                self.error = e
+                self.error = e.with_traceback(None)
+                self.error.__context__ = None
             self.value = self.check = None  # (the check's closure holds the checked values)
         return self.error
+
+    def raise_error(self):
+        """Raises a fresh copy of `error`: the kept one holds no traceback, whose frames (the
+        reader's, alive through `f_back`) would keep their locals alive for the process's
+        life (PyTorch's `_tensor_str` holds a guard disabling functorch in one)."""
+        self.raised = True
+        raise copy.copy(self.error) from None
 
 
 _checks = []  # [DeferredCheck] deferred until a program computes the value
@@ -129,8 +138,7 @@ def read_checks(checks) -> None:
         if c.read() is not None and not c.raised and failed is None:
             failed = c
     if failed is not None:
-        failed.raised = True
-        raise failed.error
+        failed.raise_error()
 
 
 def raise_failed_checks(values) -> None:
@@ -140,8 +148,7 @@ def raise_failed_checks(values) -> None:
     for v in values:
         for c in v.checks:
             if not c.passed and c.read() is not None:
-                c.raised = True
-                raise c.error
+                c.raise_error()
 
 
 @atexit.register
