@@ -164,11 +164,12 @@ def test_launch_debug_single_process_runs_here():
     assert out == [(0, 1)]
 
 
-def test_launch_under_torchrun_needs_a_coordinator(monkeypatch):
+def test_launch_under_torchrun_runs_the_local_rank_here(monkeypatch):
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
-    monkeypatch.delenv("TORCH_XLA_COORDINATOR", raising=False)
-    with pytest.raises(RuntimeError, match="TORCH_XLA_COORDINATOR"):
-        torch_xla.launch(_launched, args=([],))
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    out = []
+    torch_xla.launch(_launched, args=(out,))
+    assert out == [(0, 1)]
 
 
 def test_runtime_layout():
@@ -183,10 +184,14 @@ def test_runtime_layout():
 
 def test_master_ip_comes_from_the_coordinator(monkeypatch):
     monkeypatch.delenv("TORCH_XLA_COORDINATOR", raising=False)
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
     with pytest.raises(RuntimeError, match="IP discovery not supported for device: CPU"):
         xr.get_master_ip()
     monkeypatch.setenv("TORCH_XLA_COORDINATOR", "10.1.2.3:8476")
     assert xr.get_master_ip() == "10.1.2.3"
+    monkeypatch.delenv("TORCH_XLA_COORDINATOR")
+    monkeypatch.setenv("MASTER_ADDR", "10.1.2.4")  # torchrun's, before the runtime joins
+    assert xr.get_master_ip() == "10.1.2.4"
 
 
 def test_device_type_is_fixed_once_the_runtime_started(monkeypatch):
