@@ -80,11 +80,26 @@ class Hosts:
                              capture_output=True, text=True, check=True, timeout=60)
         return int(out.stdout)
 
-    def delay(self, ms):
-        """Slows the link: every packet waits `ms` milliseconds on each side (netem)."""
+    def slow(self, on=True):
+        """Slows the link on both sides: netem's delay of 20 ms per packet or, where the
+        kernel has no netem (gVisor's netstack has none), a token bucket of 4 Mbit/s.
+        Returns what it did; `on=False` takes it away."""
         for ns in self.ns:
-            subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", self.link, "root", "netem",
-                            "delay", f"{ms}ms"], check=True, capture_output=True, text=True, timeout=30)
+            base = ["tc", "-n", ns, "qdisc"]
+            if not on:
+                subprocess.run([*base, "del", "dev", self.link, "root"], check=True,
+                               capture_output=True, text=True, timeout=30)
+                continue
+            for how in (["netem", "delay", "20ms"], ["tbf", "rate", "4mbit", "burst", "16kbit", "latency", "200ms"]):
+                done = subprocess.run([*base, "add", "dev", self.link, "root", *how],
+                                      capture_output=True, text=True, timeout=30)
+                if done.returncode == 0:
+                    break
+                failure = done.stderr.strip()
+            else:
+                raise RuntimeError(f"tc could not slow the link: {failure}")
+        return None if not on else " ".join(how) + ("" if how[0] == "netem" else
+                                                     f" (netem refused: {failure})")
 
     def kill(self, host):
         """SIGKILL to every process of host (all that live in its namespace: a launcher's

@@ -4,8 +4,12 @@ each scenario printing one PASS or FAIL line; exits 1 if any failed, 0 if all pa
 import json
 import math
 import os
+import queue
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from tests.multihost import hosts as hosts_module
@@ -68,7 +72,7 @@ def close(a, b, tol=1e-5):
     return len(a) == len(b) and all(math.isclose(x, y, rel_tol=tol, abs_tol=1e-7) for x, y in zip(a, b))
 
 
-def data_parallel(hosts):
+def data_parallel(hosts, state):
     two = _wait(torchrun(hosts, 2, 4, "data_parallel.py"))
     layouts = [json.loads(line.split(" ", 1)[1]) for out in two for line in out.splitlines()
                if line.startswith("LAYOUT ")]
@@ -82,7 +86,111 @@ def data_parallel(hosts):
     return f"8 processes report their layout; xm and DDP losses of 2x4 = 1x8: {a['ddp']}"
 
 
-SCENARIOS = {"data_parallel": data_parallel}
+def _result(out):
+    found = results(out)
+    if len(found) != 1:
+        raise Failed(f"no RESULT line:\n{out[-3000:]}")
+    return found[0]
+
+
+def _reference(hosts, state):
+    """The 1 host x 8 SPMD run never interrupted (6 steps), made once."""
+    if "reference" not in state:
+        out = _wait(torchrun(hosts, 1, 1, "spmd.py", "--steps", "6", "--hybrid", devices=8))
+        state["reference"] = _result(out[0])
+    return state["reference"]
+
+
+def _agree(name, got, wanted):
+    if not close(got, wanted):
+        raise Failed(f"{name}: {got} vs {wanted}")
+
+
+def spmd(hosts, state):
+    ck = os.path.join(state["tmp"], "spmd")
+    two = _result(_wait(torchrun(hosts, 2, 1, "spmd.py", "--steps", "3", "--hybrid", "--ckpt", ck,
+                                 devices=4))[0])
+    ref = _reference(hosts, state)
+    _agree("FSDPv2 2x4 vs 1x8", two["fsdp"], ref["fsdp"][:3])
+    _agree("HSDP on a HybridMesh 2x4 vs 1x8", two["hsdp"], ref["hsdp"][:3])
+    if two["dcn_rows"] != [[0], [1]]:
+        raise Failed(f"the HybridMesh's dcn rows lie on processes {two['dcn_rows']}, not one host each")
+    one = _result(_wait(torchrun(hosts, 1, 1, "spmd.py", "--steps", "5", "--ckpt", ck, devices=8))[0])
+    if one["restored"] != 2:
+        raise Failed(f"1x8 restored step {one['restored']}, not 2")
+    _agree("1x8 resumed from the 2x4 checkpoint", one["fsdp"], ref["fsdp"][3:5])
+    back = _result(_wait(torchrun(hosts, 2, 1, "spmd.py", "--steps", "6", "--ckpt", ck, devices=4))[0])
+    if back["restored"] != 4:
+        raise Failed(f"2x4 restored step {back['restored']}, not 4")
+    _agree("2x4 resumed from the 1x8 checkpoint", back["fsdp"], ref["fsdp"][5:6])
+    return ("FSDPv2 and HSDP (dcn axis across the hosts) losses of 2x4 = 1x8; each host loaded and "
+            "held only its rows; checkpoint 2x4 -> 1x8 -> 2x4 restored exactly and training went on "
+            f"as the uninterrupted run: {ref['fsdp']}")
+
+
+def slow_link(hosts, state):
+    ref = _reference(hosts, state)
+    how = hosts.slow()
+    try:
+        two = _result(_wait(torchrun(hosts, 2, 1, "spmd.py", "--steps", "2", devices=4))[0])
+    finally:
+        hosts.slow(False)
+    _agree(f"2x4 over a link slowed by {how}", two["fsdp"], ref["fsdp"][:2])
+    return f"losses over a link slowed by {how} = 1x8's: {two['fsdp']}"
+
+
+def _lines(proc, sink):
+    """Reads proc's output into sink (a queue), line by line, in a thread; None at its end."""
+    def pump():
+        for line in proc.stdout:
+            sink.put(line)
+        sink.put(None)
+    threading.Thread(target=pump, daemon=True).start()
+
+
+def faults(hosts, state):
+    ref = _reference(hosts, state)
+    ck = os.path.join(state["tmp"], "faults")
+    procs = torchrun(hosts, 2, 1, "spmd.py", "--steps", "6", "--ckpt", ck, "--announce", devices=4,
+                     DIST_SERVICE_HEARTBEAT_INTERVAL_IN_SEC=20)
+    survivor, victim = queue.Queue(), queue.Queue()
+    _lines(procs[0], survivor)
+    _lines(procs[1], victim)
+    deadline = time.monotonic() + TIMEOUT
+    seen = []
+    while True:  # until the victim announces step 3 (steps 0-2 are checkpointed)
+        line = victim.get(timeout=max(deadline - time.monotonic(), 1))
+        if line is None:
+            raise Failed("host 1 ended before step 3:\n" + "".join(seen[-50:]))
+        seen.append(line)
+        if line.strip() == "STEP 3":
+            break
+    hosts.kill(1)
+    killed = time.monotonic()
+    try:
+        procs[0].wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        raise Failed("host 0 still runs 90 s after host 1 was killed") from None
+    took = time.monotonic() - killed
+    out = []
+    while (line := survivor.get(timeout=30)) is not None:
+        out.append(line)
+    out = "".join(out)
+    if procs[0].returncode == 0 or took > 60:
+        raise Failed(f"host 0 exited {procs[0].returncode} {took:.0f} s after host 1 was killed:\n{out[-3000:]}")
+    named = [line for line in out.splitlines() if hosts.address[1] in line or "process 1" in line]
+    if not named:
+        raise Failed(f"host 0's error names no lost peer ({hosts.address[1]}, process 1):\n{out[-3000:]}")
+    again = _result(_wait(torchrun(hosts, 2, 1, "spmd.py", "--steps", "6", "--ckpt", ck, devices=4))[0])
+    if again["restored"] != 2:
+        raise Failed(f"the restarted job resumed from step {again['restored']}, not 2")
+    _agree("restarted from the last checkpoint vs never interrupted", again["fsdp"], ref["fsdp"][3:])
+    return (f"host 1 killed at step 3: host 0 failed after {took:.0f} s with '{named[0].strip()[:200]}'; "
+            f"restarted from step 2, losses = the uninterrupted run's")
+
+
+SCENARIOS = {"data_parallel": data_parallel, "spmd": spmd, "slow_link": slow_link, "faults": faults}
+
 
 
 def main(names):
@@ -90,12 +198,14 @@ def main(names):
     if reason:
         print(f"SKIP multihost: {reason}")
         return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: clean up, then leave
     failed = 0
-    with Hosts() as hosts:
+    with Hosts() as hosts, tempfile.TemporaryDirectory(prefix="multihost-") as tmp:
+        state = {"tmp": tmp}  # what scenarios share (the uninterrupted run's losses)
         for name in names or SCENARIOS:
             start = time.monotonic()
             try:
-                detail = SCENARIOS[name](hosts)
+                detail = SCENARIOS[name](hosts, state)
                 print(f"PASS {name} ({time.monotonic() - start:.0f} s): {detail}", flush=True)
             except Failed as e:
                 failed += 1
