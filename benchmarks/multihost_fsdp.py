@@ -22,54 +22,71 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-_COLLECTIVE = re.compile(r"= (\w+)\[([\d,]*)\][^ ]* (all-gather|reduce-scatter|all-reduce|all-to-all|"
-                         r"collective-permute)(?:-start)?\((\w+)\[([\d,]*)\]")
+_OP = re.compile(r"= (.*?) (all-gather|reduce-scatter|all-reduce|all-to-all|collective-permute)"
+                 r"(-start)?\(")
+_SHAPE = re.compile(r"(\w+)\[([\d,]*)\]")
 _BYTES = {"f32": 4, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "pred": 1, "s8": 1, "u8": 1}
 
 
+def _iota(shape, dims, perm):
+    ids = np.arange(int(np.prod(dims))).reshape(dims)
+    return (ids.transpose(perm) if perm else ids).reshape(shape)
+
+
+def _ints(text):
+    return [int(x) for x in text.split(",") if x]
+
+
 def _groups(line, n):
-    """The replica groups of a collective's HLO line, as lists of partition ids."""
+    """The device groups of a collective's HLO line, as lists of partition ids (pairs for
+    collective-permute), in each of the forms XLA prints them."""
+    mesh = re.search(r"replica_groups=mesh\[([^\]]*)\](?:<=\[([\d,]+)\](?:T\(([\d,]+)\))?)? \{([^}]*)\}", line)
+    if mesh:
+        axes = re.findall(r"'(\w+)'=(\d+)", mesh.group(1))
+        sizes = [int(k) for _, k in axes]
+        ids = _iota(sizes, _ints(mesh.group(2)) if mesh.group(2) else sizes,
+                    _ints(mesh.group(3)) if mesh.group(3) else None)
+        grouped = [i for i, (name, _) in enumerate(axes) if f"'{name}'" in mesh.group(4)]
+        rest = [i for i in range(len(axes)) if i not in grouped]
+        size = int(np.prod([sizes[i] for i in grouped]))
+        return ids.transpose(rest + grouped).reshape(-1, size).tolist()
     iota = re.search(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", line)
     if iota:
-        shape = [int(x) for x in iota.group(1).split(",")]
-        ids = np.arange(n).reshape([int(x) for x in iota.group(2).split(",")])
-        if iota.group(3):
-            ids = ids.transpose([int(x) for x in iota.group(3).split(",")])
-        return ids.reshape(shape).tolist()
-    listed = re.search(r"replica_groups=\{(.*?)\}\}", line)
+        return _iota(_ints(iota.group(1)), _ints(iota.group(2)),
+                     _ints(iota.group(3)) if iota.group(3) else None).tolist()
+    listed = re.search(r"(?:replica_groups|source_target_pairs)=\{(\{[\d,{}]*\})\}", line)
     if listed:
-        return [[int(x) for x in g.strip("{}").split(",")] for g in listed.group(1).split("},")]
-    pairs = re.search(r"source_target_pairs=\{(.*?)\}\}", line)
-    if pairs:
-        return [[int(x) for x in p.strip("{}").split(",")] for p in pairs.group(1).split("},")]
-    return [list(range(n))]
-
-
-def _size(dtype, dims):
-    return _BYTES.get(dtype, 4) * int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
+        return [_ints(g) for g in re.findall(r"\{([\d,]*)\}", listed.group(1))]
+    if "replica_groups={}" in line:
+        return [list(range(n))]
+    raise ValueError(f"no device groups read from: {line[:300]}")
 
 
 def boundary_bytes(hlo, host_of):
     """(sent, required) bytes across the host boundary of the collectives in `hlo`, where
-    partition i is on host host_of[i]."""
+    partition i is on host host_of[i]; every collective found must be understood."""
     sent = required = 0
     n = len(host_of)
     for line in hlo.splitlines():
-        m = _COLLECTIVE.search(line)
-        if not m or "-done" in line:
+        m = _OP.search(line)
+        if not m:
             continue
-        out_bytes, kind, in_bytes = _size(m.group(1), m.group(2)), m.group(3), _size(m.group(4), m.group(5))
+        out_bytes = sum(_BYTES[t] * int(np.prod(_ints(d) or [1])) for t, d in _SHAPE.findall(m.group(1)))
+        if m.group(3):  # an async start's tuple holds its operands and results: half of it
+            out_bytes //= 2
+        kind = m.group(2)
         for group in _groups(line, n):
             if kind == "collective-permute":
                 src, dst = group
-                crossing = in_bytes if host_of[src] != host_of[dst] else 0
+                crossing = out_bytes if host_of[src] != host_of[dst] else 0
                 sent, required = sent + crossing, required + crossing
                 continue
             size = len(group)
             # the piece one member owes another: its shard (all-gather), the other's chunk of
-            # its partial sums (reduce-scatter, all-to-all), both (all-reduce)
-            piece = {"all-gather": in_bytes, "reduce-scatter": out_bytes, "all-to-all": in_bytes / size,
-                     "all-reduce": 2 * in_bytes / size}[kind]
+            # its partial sums (reduce-scatter), a chunk of its data (all-to-all), a chunk
+            # reduced and then gathered (all-reduce)
+            piece = {"all-gather": out_bytes / size, "reduce-scatter": out_bytes,
+                     "all-to-all": out_bytes / size, "all-reduce": 2 * out_bytes / size}[kind]
             for host in {host_of[d] for d in group}:
                 remote = sum(1 for d in group if host_of[d] != host)
                 local = size - remote

@@ -151,8 +151,7 @@ def _lines(proc, sink):
 def faults(hosts, state):
     ref = _reference(hosts, state)
     ck = os.path.join(state["tmp"], "faults")
-    procs = torchrun(hosts, 2, 1, "spmd.py", "--steps", "6", "--ckpt", ck, "--announce", devices=4,
-                     DIST_SERVICE_HEARTBEAT_INTERVAL_IN_SEC=20)
+    procs = torchrun(hosts, 2, 1, "spmd.py", "--steps", "6", "--ckpt", ck, "--announce", devices=4)
     survivor, victim = queue.Queue(), queue.Queue()
     _lines(procs[0], survivor)
     _lines(procs[1], victim)

@@ -19,6 +19,7 @@ import datetime
 import functools
 import os
 import socket
+import sys
 
 import jax
 
@@ -103,6 +104,23 @@ def join(platform: str) -> None:
         shutdown_timeout_seconds=60 * int(os.environ.get("DIST_SERVICE_SHUTDOWN_TIMEOUT_IN_MIN", "5")))
     if platform == "cpu":
         _use_gloo_at(local_address(address))
+    _leave_at_once_on_error()
+
+
+def _leave_at_once_on_error() -> None:
+    """An error that ends the process ends it at once, after its traceback: jax's exit
+    handler would wait at a shutdown barrier for every other process (up to the shutdown
+    timeout, or until a lost one misses its heartbeats), while the others may be waiting
+    for this one or be gone. Leaving closes this process's connections, so peers in a
+    collective with it fail at once, naming its address, rather than hang."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.excepthook = hook
 
 
 def _use_gloo_at(address: str) -> None:
