@@ -101,7 +101,7 @@ def worker():
     import torch_xla.core.xla_model as xm
     import torch_xla.distributed.spmd as xs
     import torch_xla.runtime as xr
-    from torch_xla._lazy import runner, runtime
+    from torch_xla._lazy import pjrt, runner
     from common import steady_time
     import spmd_fsdp
     xr.use_spmd()
@@ -110,7 +110,7 @@ def worker():
     step = spmd_fsdp.ours(mesh)
     seconds = steady_time(step, xm.wait_device_ops, warmup=2, blocks=3, steps_per_block=3)
     hlo = max((e.compiled.as_text() for e in runner.cached_programs()), key=len)
-    devices = runtime.global_devices()
+    devices = pjrt.global_devices()
     host_of = [devices[i].process_index for i in mesh.device_ids.flatten()]
     sent, required = boundary_bytes(hlo, host_of)
     params = sum(p.numel() * p.element_size() for p in spmd_fsdp.Llama().parameters())

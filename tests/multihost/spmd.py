@@ -26,7 +26,7 @@ import torch_xla.distributed.parallel_loader as pl
 import torch_xla.distributed.spmd as xs
 import torch_xla.experimental.distributed_checkpoint as xc
 import torch_xla.runtime as xr
-from torch_xla._lazy import runtime
+from torch_xla._lazy import pjrt
 from torch_xla.experimental.spmd_fully_sharded_data_parallel import \
     SpmdFullyShardedDataParallel as FSDPv2
 
@@ -116,7 +116,7 @@ def _train(mesh, steps, batch_axes, manager=None, announce=False):
 
 def _hybrid_rows(mesh):
     """The processes whose devices make each 'dcn' row of a hybrid mesh."""
-    devices = runtime.global_devices()  # the mesh's device ids index these
+    devices = pjrt.global_devices()  # the mesh's device ids index these
     return [sorted({devices[int(i)].process_index for i in row.flatten()})
             for row in mesh.get_logical_mesh()]
 

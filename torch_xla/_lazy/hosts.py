@@ -1,7 +1,7 @@
 """How the processes of one runtime, on one host or several, find each other.
 
 A launcher tells each process where it stands. xmp.spawn (or a launcher of the user's) sets
-TORCH_XLA_* variables (listed in `_lazy/runtime`); torchrun sets its own (RANK, WORLD_SIZE,
+TORCH_XLA_* variables (listed in `_lazy/pjrt`); torchrun sets its own (RANK, WORLD_SIZE,
 LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), read
 here into the TORCH_XLA_* ones at import, before anything asks.
 
