@@ -63,9 +63,11 @@ def _groups(line, n):
 
 
 def boundary_bytes(hlo, host_of):
-    """(sent, required) bytes across the host boundary of the collectives in `hlo`, where
-    partition i is on host host_of[i]; every collective found must be understood."""
+    """(sent, required, required by collective kind) bytes across the host boundary of the
+    collectives in `hlo`, where partition i is on host host_of[i]; every collective found
+    must be understood."""
     sent = required = 0
+    kinds = {}
     n = len(host_of)
     for line in hlo.splitlines():
         m = _OP.search(line)
@@ -80,6 +82,7 @@ def boundary_bytes(hlo, host_of):
                 src, dst = group
                 crossing = out_bytes if host_of[src] != host_of[dst] else 0
                 sent, required = sent + crossing, required + crossing
+                kinds[kind] = kinds.get(kind, 0) + crossing
                 continue
             size = len(group)
             # the piece one member owes another: its shard (all-gather), the other's chunk of
@@ -92,7 +95,8 @@ def boundary_bytes(hlo, host_of):
                 local = size - remote
                 sent += local * remote * piece      # every local member from every remote one
                 required += remote * piece          # the host once from every remote member
-    return sent, required
+                kinds[kind] = kinds.get(kind, 0) + remote * piece
+    return sent, required, kinds
 
 
 def worker():
@@ -112,11 +116,11 @@ def worker():
     hlo = max((e.compiled.as_text() for e in runner.cached_programs()), key=len)
     devices = pjrt.global_devices()
     host_of = [devices[i].process_index for i in mesh.device_ids.flatten()]
-    sent, required = boundary_bytes(hlo, host_of)
+    sent, required, kinds = boundary_bytes(hlo, host_of)
     params = sum(p.numel() * p.element_size() for p in spmd_fsdp.Llama().parameters())
     if xr.process_index() == 0:
         print("RESULT", json.dumps({"ms": seconds * 1e3, "sent": sent, "required": required,
-                                    "param_bytes": params, "hosts": xr.process_count()}), flush=True)
+                                    "kinds": kinds, "param_bytes": params, "hosts": xr.process_count()}), flush=True)
 
 
 def main():
@@ -136,7 +140,8 @@ def main():
     report("multihost_fsdp (2 hosts x 4 vs 1 x 8)", {
         "two_hosts_ms": two["ms"], "one_host_ms": one["ms"], "two/one": two["ms"] / one["ms"],
         "sent_MB": two["sent"] / 1e6, "required_MB": two["required"] / 1e6,
-        "fsdp_MB": floor / 1e6, "sent/required": two["sent"] / max(two["required"], 1)})
+        "fsdp_MB": floor / 1e6, "sent/required": two["sent"] / max(two["required"], 1),
+        **{f"required_{k}_MB": v / 1e6 for k, v in sorted(two["kinds"].items())}})
 
 
 if __name__ == "__main__":
