@@ -101,6 +101,11 @@ class Hosts:
         return None if not on else " ".join(how) + ("" if how[0] == "netem" else
                                                      f" (netem refused: {failure})")
 
+    def unplug(self, host, down=True):
+        """Takes host's link down (`down=False`: up again): its peers' packets go nowhere,
+        no connection is closed."""
+        _ip("-n", self.ns[host], "link", "set", self.link, "down" if down else "up")
+
     def kill(self, host):
         """SIGKILL to every process of host (all that live in its namespace: a launcher's
         workers run in sessions of their own)."""

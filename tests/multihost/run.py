@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 from tests.multihost import hosts as hosts_module
 from tests.multihost.hosts import Hosts, reap
@@ -148,48 +149,80 @@ def _lines(proc, sink):
     threading.Thread(target=pump, daemon=True).start()
 
 
+def _get(lines, deadline, what):
+    try:
+        return lines.get(timeout=max(deadline - time.monotonic(), 1))
+    except queue.Empty:
+        raise Failed(f"no end of {what} in time") from None
+
+
+def _kill_at_step(hosts, ck, victim, step=3, unplug=False, **extra):
+    """Trains on 2 x 4, checkpointing every step, and kills every process of host `victim`
+    when it announces `step` (`unplug`: takes its link down instead, so that no connection
+    is closed). The other host must then fail within 60 s, naming the lost host (address
+    or task); returns (seconds it took, the line naming the lost host)."""
+    procs = torchrun(hosts, 2, 1, "spmd.py", "--steps", "6", "--ckpt", ck, "--announce", devices=4,
+                     **extra)
+    survivor, lost = 1 - victim, hosts.address[victim]
+    lines = [queue.Queue(), queue.Queue()]
+    for p, sink in zip(procs, lines):
+        _lines(p, sink)
+    deadline = time.monotonic() + TIMEOUT
+    seen = []
+    while (line := _get(lines[victim], deadline, f"host {victim}'s steps")) != f"STEP {step}\n":
+        if line is None:
+            raise Failed(f"host {victim} ended before step {step}:\n" + "".join(seen[-50:]))
+        seen.append(line)
+    hosts.unplug(victim) if unplug else hosts.kill(victim)
+    killed = time.monotonic()
+    try:
+        procs[survivor].wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        raise Failed(f"host {survivor} still runs 90 s after host {victim} was killed") from None
+    took = time.monotonic() - killed
+    if unplug:  # the unplugged host's processes are ended, its link comes back
+        hosts.kill(victim)
+        hosts.unplug(victim, False)
+    out = []
+    while (line := _get(lines[survivor], time.monotonic() + 30, f"host {survivor}'s output")) is not None:
+        out.append(line)
+    out = "".join(out)
+    if procs[survivor].returncode == 0 or took > 60:
+        raise Failed(f"host {survivor} exited {procs[survivor].returncode} {took:.0f} s after host "
+                     f"{victim} was killed:\n{out[-3000:]}")
+    rows = out.splitlines()  # gloo names the address; the coordination service the task
+    named = [row for row, after in zip(rows, rows[1:] + [""]) if lost in row or
+             ("stopped sending heartbeats" in row and after.strip() == str(victim))]
+    if not named:
+        raise Failed(f"host {survivor}'s error names no lost peer ({lost}):\n{out[-3000:]}")
+    return took, named[0].strip()[:200]
+
+
 def faults(hosts, state):
     ref = _reference(hosts, state)
     ck = os.path.join(state["tmp"], "faults")
-    procs = torchrun(hosts, 2, 1, "spmd.py", "--steps", "6", "--ckpt", ck, "--announce", devices=4)
-    survivor, victim = queue.Queue(), queue.Queue()
-    _lines(procs[0], survivor)
-    _lines(procs[1], victim)
-    deadline = time.monotonic() + TIMEOUT
-    seen = []
-    while True:  # until the victim announces step 3 (steps 0-2 are checkpointed)
-        line = victim.get(timeout=max(deadline - time.monotonic(), 1))
-        if line is None:
-            raise Failed("host 1 ended before step 3:\n" + "".join(seen[-50:]))
-        seen.append(line)
-        if line.strip() == "STEP 3":
-            break
-    hosts.kill(1)
-    killed = time.monotonic()
-    try:
-        procs[0].wait(timeout=90)
-    except subprocess.TimeoutExpired:
-        raise Failed("host 0 still runs 90 s after host 1 was killed") from None
-    took = time.monotonic() - killed
-    out = []
-    while (line := survivor.get(timeout=30)) is not None:
-        out.append(line)
-    out = "".join(out)
-    if procs[0].returncode == 0 or took > 60:
-        raise Failed(f"host 0 exited {procs[0].returncode} {took:.0f} s after host 1 was killed:\n{out[-3000:]}")
-    named = [line for line in out.splitlines() if hosts.address[1] in line or "process 1" in line]
-    if not named:
-        raise Failed(f"host 0's error names no lost peer ({hosts.address[1]}, process 1):\n{out[-3000:]}")
+    took, named = _kill_at_step(hosts, ck, victim=1)
     again = _result(_wait(torchrun(hosts, 2, 1, "spmd.py", "--steps", "6", "--ckpt", ck, devices=4))[0])
     if again["restored"] != 2:
         raise Failed(f"the restarted job resumed from step {again['restored']}, not 2")
     _agree("restarted from the last checkpoint vs never interrupted", again["fsdp"], ref["fsdp"][3:])
-    return (f"host 1 killed at step 3: host 0 failed after {took:.0f} s with '{named[0].strip()[:200]}'; "
+    return (f"host 1 killed at step 3: host 0 failed after {took:.0f} s with '{named}'; "
             f"restarted from step 2, losses = the uninterrupted run's")
 
 
-SCENARIOS = {"data_parallel": data_parallel, "spmd": spmd, "slow_link": slow_link, "faults": faults}
+def coordinator_lost(hosts, state):
+    took, named = _kill_at_step(hosts, os.path.join(state["tmp"], "coordinator_lost"), victim=0)
+    return f"host 0 (the coordinator's) killed at step 3: host 1 failed after {took:.0f} s with '{named}'"
 
+
+def host_vanishes(hosts, state):
+    took, named = _kill_at_step(hosts, os.path.join(state["tmp"], "host_vanishes"), victim=1,
+                                unplug=True, DIST_SERVICE_HEARTBEAT_INTERVAL_IN_SEC=20)
+    return f"host 1's link taken down at step 3: host 0 failed after {took:.0f} s with '{named}'"
+
+
+SCENARIOS = {"data_parallel": data_parallel, "spmd": spmd, "slow_link": slow_link, "faults": faults,
+             "coordinator_lost": coordinator_lost, "host_vanishes": host_vanishes}
 
 
 def main(names):
@@ -206,9 +239,10 @@ def main(names):
             try:
                 detail = SCENARIOS[name](hosts, state)
                 print(f"PASS {name} ({time.monotonic() - start:.0f} s): {detail}", flush=True)
-            except Failed as e:
+            except Exception as e:  # noqa: BLE001  (any error fails the scenario, not the rest)
                 failed += 1
-                print(f"FAIL {name} ({time.monotonic() - start:.0f} s): {e}", flush=True)
+                why = e if isinstance(e, Failed) else "".join(traceback.format_exception(e))
+                print(f"FAIL {name} ({time.monotonic() - start:.0f} s): {why}", flush=True)
     return 1 if failed else 0
 
 
