@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from torch_xla._lazy import hosts
 
-TORCHRUN = {"TORCHELASTIC_RUN_ID": "job", "RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
+TORCHRUN = {"TORCHELASTIC_RUN_ID": "job", "TORCHELASTIC_USE_AGENT_STORE": "True", "RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
             "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2"}
 LAYOUT = ("TORCH_XLA_NUM_PROCESSES", "TORCH_XLA_PROCESS_ID", "TORCH_XLA_LOCAL_PROCESS_ID",
           "TORCH_XLA_NUM_HOSTS", "TORCH_XLA_HOST_INDEX", "TORCH_XLA_LOCAL_DEVICE",
@@ -56,6 +56,10 @@ def test_coordinator_port_agreed_through_torchruns_store(env):
     env.delenv("TORCH_XLA_COORDINATOR")
     env.setenv("TORCH_XLA_PROCESS_ID", "3")  # another reads it
     assert hosts.coordinator() == first
+    env.delenv("TORCH_XLA_COORDINATOR")
+    env.setenv("TORCHELASTIC_USE_AGENT_STORE", "False")  # no store to agree through
+    with pytest.raises(RuntimeError, match="XLA_COORDINATOR_PORT"):
+        hosts.coordinator()
 
 
 def test_gloo_listens_where_the_coordinator_is_reached_from():

@@ -62,8 +62,14 @@ def coordinator() -> str:
 
 
 def _agreed_port(host) -> str:
-    """A port process 0 finds free on its host, published through torchrun's store."""
+    """A port process 0 finds free on its host, published through torchrun's store (its
+    agent's, which torchrun's workers may use)."""
     import torch.distributed as dist
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        raise RuntimeError(
+            "the coordinator's port: set XLA_COORDINATOR_PORT (a port free on MASTER_ADDR's host) "
+            "or TORCH_XLA_COORDINATOR=host:port; without them it is agreed through torchrun's "
+            "agent store, which this launcher does not provide")
     timeout = datetime.timedelta(seconds=float(os.environ.get("TORCH_XLA_JOIN_TIMEOUT", "300")))
     store = dist.TCPStore(host, int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
     key = f"{_COORDINATOR_KEY}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
