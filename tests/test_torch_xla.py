@@ -11,6 +11,7 @@ import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.runtime as xr
+from torch_xla.utils import closures
 
 from tests.compare import EXACT, assert_same, compiles
 from tests.fresh_process import python
@@ -65,7 +66,7 @@ def test_async_step_closures_run_in_order_off_the_training_thread(dev):
     for i in range(3):
         xm.add_step_closure(lambda i=i: seen.append((i, threading.current_thread().name)), run_async=True)
     xm.mark_step()
-    xm._step_closures().handler.wait()
+    closures.step_closures().handler.wait()
     assert [i for i, _ in seen] == [0, 1, 2]
     assert all(name != threading.current_thread().name for _, name in seen)
 
@@ -75,12 +76,12 @@ def test_an_async_closure_error_is_raised_at_the_next_step(dev):
         raise KeyError("in the closure")
     xm.add_step_closure(fail, run_async=True)
     torch_xla.sync()
-    xm._step_closures().handler.wait()
+    closures.step_closures().handler.wait()
     xm.add_step_closure(lambda: None, run_async=True)
     with pytest.raises(RuntimeError, match="previously raised exception") as info:
         torch_xla.sync()
     assert isinstance(info.value.__cause__, KeyError)
-    xm._step_closures().handler = None  # a fresh handler for the tests after this one
+    closures.step_closures().handler = None  # a fresh handler for the tests after this one
 
 
 def test_compile_runs_the_function_as_one_graph(dev):

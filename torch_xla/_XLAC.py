@@ -286,7 +286,7 @@ def _xla_get_tensor_id(t) -> int:
 
 def _check_tensor_need_materialization(tensors) -> list:
     """Per tensor, whether its value is still pending (a sync would compute it)."""
-    return [_tensor.unwrap(t)._value.node is not None for t in tensors]
+    return [_tensor.is_pending(t) for t in tensors]
 
 
 def _get_executed_fallback_ops() -> list:

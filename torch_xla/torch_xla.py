@@ -13,6 +13,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.distributed.xla_multiprocessing as xmp
 import torch_xla.utils.utils as xu
+from torch_xla.utils import closures
 from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import execution as _execution
@@ -64,7 +65,7 @@ def sync(wait: bool = False, reset_scope: bool = True) -> None:
     if xu.getenv_as('XLA_EMIT_STEPLOG', bool, False):
         print('torch_xla.torch_xla::sync', file=sys.stderr, flush=True)
     _execution.mark_step(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait))
-    xm._run_step_closures()
+    closures.run_step_closures()
 
 
 def manual_seed(seed, device=None) -> None:

@@ -33,7 +33,7 @@ def extract_compiled_graph(xla_model: torch.fx.GraphModule, xla_args):
 
 def _refuse_pending(args) -> None:
     tensors = [a for a in args if isinstance(a, torch.Tensor) and a.device.type == "xla"]
-    if any(_tensor.unwrap(t)._value.node is not None for t in tensors):
+    if any(_tensor.is_pending(t) for t in tensors):
         raise RuntimeError("input data to dynamo graph can not be a pending ir: "
                            "torch_xla._dynamo.config.skip_input_data_check is set; sync the "
                            "inputs (torch_xla.sync()) before the call, or unset it")

@@ -15,12 +15,13 @@ of values waits (`to_cpu`, `wait_device_ops`), and a `mark_step` after a step wi
 deferred checks waits for that step's program (one step in flight).
 """
 import gc
+import os
 import threading
 
 import jax
 import torch
 
-from . import compile_explanation, counters, deferred_checks, donation, graph_cache, graph_program, pjrt, runner
+from . import compile_explanation, counters, deferred_checks, donation, graph_cache, graph_program, pjrt
 from .deferred_checks import raise_failed_checks, read_checks, take_deferred, take_launched
 from .execution_errors import lowering_failed, program_failed
 from .graph_dump import save_graph
@@ -43,8 +44,8 @@ def to_cpu(value: Value) -> torch.Tensor:
 
 def _run_all(values, checks, held=None, read=True, eager=False):
     """Materialises `values` and the values of `checks`, one program per device, then runs
-    the checks (`read`) or leaves them to the next sync (`deferred_checks.computed`); checks whose values
-    are still pending stay deferred. `eager`: the programs are an eager op's (their
+    the checks (`read`) or leaves them to the next sync (`deferred_checks.computed`); checks
+    whose values are still pending stay deferred. `eager`: the programs are an eager op's (their
     compilations and runs are timed as `EagerOpCompileTime`/`EagerOpExecuteTime`).
     Returns the `graph_program.Program` that ran last (None: none, or not a single device's)."""
     program = None
@@ -131,15 +132,18 @@ def _run(values, held=None, eager=False):
     if not allow_execution[0]:
         raise RuntimeError("Unexpected execution happens inside the compiled function, exiting "
                            "(executions are disallowed: _XLAC._set_allow_execution(False))")
-    w = graph_cache.lookup(values, held) or graph_program.walk(values, held)
-    if w is None:
-        return None
-    if w.collective and held is not None:
-        # Replicas must agree on the program, and which buffers are still held can differ
-        # between them (a dead tensor not yet collected): no donation here.
-        w = graph_program.walk(values)
+    w = graph_cache.lookup(values, held)
+    walked = w is None
+    if walked:
+        w = graph_program.walk(values, held)
+        if w is None:
+            return None
+        if w.collective and held is not None:
+            # Replicas must agree on the program, and which buffers are still held can differ
+            # between them (a dead tensor not yet collected): no donation here.
+            w = graph_program.walk(values)
     try:
-        outputs, program = _execute(w, eager)
+        program = _execute(w, eager, walked)
     except replicated.GraphsDiffer:
         raise  # nothing failed: the values stay pending (`mark_step` gathers them again)
     except graph_program.LoweringError as e:
@@ -152,10 +156,8 @@ def _run(values, held=None, eager=False):
         for v in w.roots:
             v.fail(error)
         raise error from e
-    for v, out in zip(w.roots, outputs):
-        v.set_data(out)
-    w.rederive()
-    save_graph(w.order)
+    if os.environ.get("XLA_SAVE_TENSORS_FILE"):
+        save_graph(w.order)
     return program
 
 
@@ -168,22 +170,21 @@ def time_as_eager(enable: bool) -> None:
     _eager_mode[0] = bool(enable)
 
 
-def _execute(w, eager=False):
-    """Runs walk `w`: its outputs, and the `graph_program.Program` that ran (None: a program over
-    the mesh or the replicas)."""
+def _execute(w, eager=False, walked=True):
+    """Runs walk `w` and gives its roots their buffers: the `graph_program.Program` that ran
+    (None: a program over the mesh or the replicas). A program of a walk made anew
+    (`walked`) is remembered for the next step's look-up (`graph_cache`)."""
     eager = eager or _eager_mode[0]
     if pjrt.is_spmd():
-        return spmd_program.run(w, eager), None
+        w.finish(spmd_program.run(w, eager))
+        return None
     if w.collective:
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
                                explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
-        return replicated.run(w.device, call), None
-    program = graph_program.program_for(w, "EagerOpCompileTime" if eager else "CompileTime")
-    donated, kept, scalars = w.args
-    outputs = runner.execute(program, donated, kept, program.pack_on(scalars, w.device),
-                             timed_as="EagerOpExecuteTime" if eager else "ExecuteTime")
-    graph_cache.remember(w, program)
-    return outputs, program
+        w.finish(replicated.run(w.device, call))
+        return None
+    remember = (lambda program: graph_cache.remember(w, program)) if walked else None
+    return graph_program.launch(w, eager, remember)
 
 
 def wait_device_ops() -> None:

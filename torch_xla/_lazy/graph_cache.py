@@ -12,6 +12,7 @@ checks equal structural keys stand for. A graph that fails them takes the walk.
 import weakref
 
 from . import graph_program, pjrt
+from .lowering import precision
 
 # (device, roots' hash) -> weak reference to the Program last run for those roots: only
 # the runner's cache keeps programs alive.
@@ -139,8 +140,8 @@ def lookup(values, held=None):
         return None
     ref = _programs.get((pending[0].device, roots_hash))
     program = None if ref is None else ref()
-    if program is None or not graph_program.cached(program):
-        return None
+    if program is None or program.precision != precision.setting():
+        return None  # (a program the runner's cache dropped since is compiled again)
     return program.replay.match(pending, held, program)
 
 

@@ -198,9 +198,12 @@ class Walk:
         # left out), the leaf values in argument order, and which of them were not held.
         self.pending = self.leaves = self.free = None
 
-    def rederive(self) -> None:
-        """Once the program ran: each base left out of its outputs (`_derived_bases`) becomes
-        a pending view of the output it was left out for."""
+    def finish(self, outputs) -> None:
+        """Once the program is launched: each root takes its (future) buffer among `outputs`,
+        and each base left out of the outputs (`_derived_bases`) becomes a pending view of the
+        output it was left out for."""
+        for v, out in zip(self.roots, outputs):
+            v.set_data(out)
         for base, op, template, view, key, number in self.derived:
             base.node = Node(op, template, (view,), (), ((base.shape, base.dtype),), key=key,
                              type_number=number)
@@ -286,7 +289,7 @@ def _derived_bases(roots):
     Functionalization keeps the base of every view alive (autograd's weight gradients are
     `t()` of an `mm`, bias gradients a `view` of a `sum`), so both would be outputs, in two
     layouts: XLA would copy one into the other. Left out, a base is computed from its view
-    only if it is used (`Walk.rederive`).
+    only if it is used (`Walk.finish`).
     """
     index = {id(v): v for v in roots}
     dropped, derived = set(), []
@@ -369,11 +372,27 @@ def cached(program: Program) -> bool:
     return runner.is_cached(program) and program.precision == precision.setting()
 
 
+def launch(w: Walk, eager: bool = False, found=None) -> Program:
+    """Runs walk `w` on its device (`program_for`, then the runner launches it) and gives its
+    roots their buffers (`Walk.finish`); returns the program. `eager`: an eager op's program
+    (timed as `EagerOpCompileTime`/`EagerOpExecuteTime`). `found(program)` is called once
+    the program is compiled or found, before the walk's values change (`graph_cache.remember`
+    for a walk made anew)."""
+    program = program_for(w, "EagerOpCompileTime" if eager else "CompileTime")
+    if found is not None:
+        found(program)
+    donated, kept, scalars = w.args
+    w.finish(runner.execute(program, donated, kept, program.pack_on(scalars, w.device),
+                            timed_as="EagerOpExecuteTime" if eager else "ExecuteTime"))
+    return program
+
+
 def program_for(w: Walk, timed_as: str = "CompileTime") -> Program:
     """The compiled program of walk `w`, cached by the runner per (graph, device). A walk
-    made from a cached program's plan (`graph_cache`) comes with its program. A compilation
-    is timed as `timed_as`."""
-    if w.program.compiled is not None:
+    made from a cached program's plan (`graph_cache`) comes with its program, used again
+    while the runner's cache holds it (else compiled again). A compilation is timed as
+    `timed_as`."""
+    if w.program.compiled is not None and runner.is_cached(w.program):
         return runner.reused(w.program)
     placement = runner.on_device(w.device)
     key = (w.key, w.device)

@@ -122,6 +122,9 @@ def unwrap(t: torch.Tensor) -> XLATensor:
     raise TypeError(f"expected a tensor on an XLA device, got one on {t.device}")
 
 
+def is_pending(t: torch.Tensor) -> bool:
+    """Whether user tensor `t`'s value is still pending (a sync would compute it)."""
+    return unwrap(t)._value.node is not None
 
 
 def live_tensors(device=None):

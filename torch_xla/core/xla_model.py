@@ -2,13 +2,13 @@
 import contextlib
 import os
 import sys
-import threading
 import time
 
 import torch
 
 import torch_xla
 import torch_xla.utils.utils as xu
+from torch_xla.utils import closures
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import device_info as _device_info
@@ -143,47 +143,12 @@ def wait_device_ops(devices=()) -> None:
     execution.wait_device_ops()
 
 
-class _StepClosures:
-    """The closures queued for the end of the current step of one device."""
-
-    def __init__(self):
-        self.sync, self.run_async = [], []
-        self.handler = None
-
-
-_closures = {}
-_closures_lock = threading.Lock()
-
-
-def _step_closures(device=None) -> _StepClosures:
-    key = str(device or torch_xla.device())
-    with _closures_lock:
-        return _closures.setdefault(key, _StepClosures())
-
-
 def add_step_closure(closure, args=(), run_async: bool = False) -> None:
     """Queues `closure(*args)` to run once this step's graph has run (at the next
     `torch_xla.sync`, `xm.mark_step` or loader iteration), when the tensors it reads are
     already computed: reporting a loss this way costs no extra execution. Closures run in
     the order queued; with `run_async`, on a worker thread while training goes on."""
-    queued = _step_closures()
-    (queued.run_async if run_async else queued.sync).append(lambda: closure(*args))
-
-
-def _run_step_closures(device=None) -> None:
-    """Runs the closures queued for `device`'s step (default: this thread's device)."""
-    if not any(q.sync or q.run_async for q in list(_closures.values())):
-        return  # none queued anywhere: the usual step
-    from torch_xla.utils.closures import AsyncClosureHandler
-    queued = _step_closures(device)
-    if queued.run_async:
-        closures, queued.run_async = queued.run_async, []
-        if queued.handler is None:
-            queued.handler = AsyncClosureHandler()
-        queued.handler.run_all(closures)
-    closures, queued.sync = queued.sync, []
-    for closure in closures:
-        closure()
+    closures.queue_step_closure(lambda: closure(*args), run_async)
 
 
 def optimizer_step(optimizer, barrier: bool = False, optimizer_args=None, groups=None, pin_layout=True):

@@ -19,6 +19,7 @@ import torch
 
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import execution as _execution
+from torch_xla.utils import closures
 
 _END = object()
 
@@ -178,9 +179,8 @@ class ParallelLoader:
 
 def _end_step(device) -> None:
     """mark_step on `device`, then its step closures."""
-    import torch_xla.core.xla_model as xm
     _execution.mark_step(device.index or 0)
-    xm._run_step_closures(device)
+    closures.run_step_closures(device)
 
 
 class PerDeviceLoader:

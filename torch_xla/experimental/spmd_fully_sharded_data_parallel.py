@@ -15,6 +15,7 @@ import torch.nn as nn
 
 import torch_xla.distributed.spmd as spmd
 from torch_xla._lazy.spmd import mark_sharding as _sharding
+from torch_xla.distributed.fsdp._wrapper import ForwardsToWrapped, check_wrappable
 from torch_xla.distributed.fsdp.wrap import recursive_wrap
 
 
@@ -29,7 +30,7 @@ def _prepare_spmd_partition_spec(param, extra_data_axis=None, shard_maximal=Fals
     return tuple(spec)
 
 
-class SpmdFullyShardedDataParallel(nn.Module):
+class SpmdFullyShardedDataParallel(ForwardsToWrapped, nn.Module):
     """Wraps `module` for FSDP over `mesh` (default: the global mesh), which needs an axis
     named 'fsdp'.
 
@@ -41,20 +42,15 @@ class SpmdFullyShardedDataParallel(nn.Module):
         with `checkpoint_module(m)` there gives gradient checkpointing.
       extra_data_axis: another mesh axis the batch is split over with 'fsdp'.
     """
+    wrapped_attribute = "_orig_module"
 
     def __init__(self, module: nn.Module, *, mesh: Optional[spmd.Mesh] = None,
                  shard_output: Optional[Callable] = None, auto_wrap_policy: Optional[Callable] = None,
                  auto_wrapper_callable: Optional[Callable] = None,
                  extra_data_axis: Optional[str] = None):
-        if isinstance(module, SpmdFullyShardedDataParallel):
-            raise RuntimeError("Cannot wrap a module that is already wrapped with FSDP. For nested "
-                               "FSDP, first wrap the inner child modules before wrapping the outer "
-                               "parent module.")
-        forward = getattr(type(module), "forward", None)
-        if forward is None or forward is nn.Module.forward:
-            raise RuntimeError("The module wrapped by FSDP must define a `forward` method and call "
-                               "it during the module's forward pass (do not wrap nn.ModuleList or "
-                               "nn.ModuleDict).")
+        check_wrappable(module, SpmdFullyShardedDataParallel,
+                        "The module wrapped by FSDP must define a `forward` method and call it during "
+                        "the module's forward pass (do not wrap nn.ModuleList or nn.ModuleDict).")
         mesh = mesh or spmd.get_global_mesh()
         if mesh is None:
             raise ValueError("No mesh is provided and no global mesh is set. Please provide a mesh.")
@@ -88,16 +84,6 @@ class SpmdFullyShardedDataParallel(nn.Module):
         output = self.module(*args, **kwargs)
         self._shard_output(output, self._mesh)
         return output
-
-    def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.module, name)
-
-    def __getitem__(self, key):
-        return self.module.__getitem__(key)
-
 
 def _shard_first_output(extra_data_axis):
     def shard_output(output, mesh):

@@ -1,8 +1,12 @@
-"""Step closures run off the training thread: `xm.add_step_closure(fn, run_async=True)`."""
+"""Step closures: what `xm.add_step_closure` queues for the end of the step of a device, run
+once its graph has run (`run_step_closures`, from `torch_xla.sync` and the loaders), in
+order, or off the training thread (`run_async`: `AsyncClosureHandler`)."""
 import atexit
 import os
 import queue
 import threading
+
+from torch_xla._lazy import device_info as _device_info
 
 
 class ClosureHandler:
@@ -57,3 +61,43 @@ class AsyncClosureHandler(ClosureHandler):
     def _drain(self):
         if self._worker is not None:
             self.wait()
+
+
+class StepClosures:
+    """The closures queued for the end of the current step of one device."""
+
+    def __init__(self):
+        self.sync, self.run_async = [], []
+        self.handler = None
+
+
+_closures = {}
+_closures_lock = threading.Lock()
+
+
+def step_closures(device=None) -> StepClosures:
+    """The closures queued for `device` (default: this thread's device)."""
+    key = str(device or _device_info.default_device())
+    with _closures_lock:
+        return _closures.setdefault(key, StepClosures())
+
+
+def queue_step_closure(closure, run_async: bool = False) -> None:
+    """Queues `closure()` for the end of this thread's device's step."""
+    queued = step_closures()
+    (queued.run_async if run_async else queued.sync).append(closure)
+
+
+def run_step_closures(device=None) -> None:
+    """Runs the closures queued for `device`'s step (default: this thread's device)."""
+    if not any(q.sync or q.run_async for q in list(_closures.values())):
+        return  # none queued anywhere: the usual step
+    queued = step_closures(device)
+    if queued.run_async:
+        closures, queued.run_async = queued.run_async, []
+        if queued.handler is None:
+            queued.handler = AsyncClosureHandler()
+        queued.handler.run_all(closures)
+    closures, queued.sync = queued.sync, []
+    for closure in closures:
+        closure()

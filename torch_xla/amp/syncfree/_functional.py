@@ -3,6 +3,20 @@ against the old one by `found_inf` on the device, so skipping costs no host read
 import torch
 
 
+def step(base_step, closure, found_inf, update):
+    """An optimizer's `step(closure, found_inf)`: without `found_inf`, the base optimizer's
+    `base_step`; with it, the closure's loss (computed with gradients on) after
+    `update(found_inf)` updated the parameters, skipping on the device."""
+    if found_inf is None:
+        return base_step(closure=closure)
+    loss = None
+    if closure is not None:
+        with torch.enable_grad():
+            loss = closure()
+    update(found_inf)
+    return loss
+
+
 def _keep_if(skip, old, new):
     """`old` updated in place to `new` unless `skip` (a 0-d bool tensor)."""
     old.copy_(torch.where(skip, old, new))

@@ -37,11 +37,4 @@ class Adam(torch.optim.Adam):
 
     @torch.no_grad()
     def step(self, closure=None, found_inf: torch.Tensor = None):
-        if found_inf is None:
-            return super().step(closure=closure)
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        _adam_step(self, found_inf, use_adamw=False)
-        return loss
+        return F.step(super().step, closure, found_inf, lambda f: _adam_step(self, f, use_adamw=False))

@@ -1,6 +1,7 @@
 """torch.optim.AdamW whose `step(found_inf=...)` skips on the device (see the package)."""
 import torch
 
+from . import _functional as F
 from .adam import _adam_step
 
 
@@ -10,11 +11,4 @@ class AdamW(torch.optim.AdamW):
 
     @torch.no_grad()
     def step(self, closure=None, found_inf: torch.Tensor = None):
-        if found_inf is None:
-            return super().step(closure=closure)
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        _adam_step(self, found_inf, use_adamw=True)
-        return loss
+        return F.step(super().step, closure, found_inf, lambda f: _adam_step(self, f, use_adamw=True))

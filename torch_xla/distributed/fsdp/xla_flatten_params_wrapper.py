@@ -8,6 +8,8 @@ Parameters are not flattened here: FSDP shards each parameter on its own
 """
 import torch.nn as nn
 
+from ._wrapper import ForwardsToWrapped
+
 _PREFIX = "_fpw_module."
 
 
@@ -23,7 +25,9 @@ def _add_prefix(module, state_dict, prefix, *args):
         state_dict[prefix + _PREFIX + key[len(prefix):]] = state_dict.pop(key)
 
 
-class XlaFlattenParamsWrapper(nn.Module):
+class XlaFlattenParamsWrapper(ForwardsToWrapped, nn.Module):
+    wrapped_attribute = "_fpw_module"
+
     def __init__(self, module: nn.Module):
         super().__init__()
         self._fpw_module = module
@@ -37,13 +41,3 @@ class XlaFlattenParamsWrapper(nn.Module):
     def forward(self, *args, **kwargs):
         return self._fpw_module(*args, **kwargs)
 
-    def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            if name == "_fpw_module":  # not set yet (or a copy being rebuilt): nothing to forward to
-                raise
-            return getattr(self._fpw_module, name)
-
-    def __getitem__(self, key):
-        return self._fpw_module.__getitem__(key)

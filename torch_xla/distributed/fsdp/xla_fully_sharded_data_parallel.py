@@ -29,6 +29,7 @@ from torch_xla.distributed.spmd.einsum_linear import xla_patched_nn_linear_forwa
 from torch_xla.utils.checkpoint import chkpt_status
 
 from ._shards import Collectives, ShardLayout, grad_norm
+from ._wrapper import ForwardsToWrapped, check_wrappable
 from .wrap import recursive_wrap
 from .xla_flatten_params_wrapper import XlaFlattenParamsWrapper
 
@@ -108,7 +109,7 @@ class _GatherFull(torch.autograd.Function):
         return (None, None) + tuple(ctx.fsdp._reduce_grads(ctx.indices, grads))
 
 
-class XlaFullyShardedDataParallel(nn.Module):
+class XlaFullyShardedDataParallel(ForwardsToWrapped, nn.Module):
     """Shards `module`'s parameters over the replicas (torch_xla's FSDPv1 signature).
 
     Make the optimizer after wrapping, from the wrapper's `parameters()`, and call
@@ -117,6 +118,7 @@ class XlaFullyShardedDataParallel(nn.Module):
     `consolidate_sharded_model_checkpoints` builds the unwrapped module's state dict.
     `flatten_parameters=True` is not supported (each parameter is sharded on its own).
     """
+    wrapped_attribute = "_fsdp_wrapped_module"
 
     def __init__(self, module: nn.Module, reshard_after_forward: bool = True,
                  flatten_parameters: bool = False, execute_sharding_on_init: bool = True,
@@ -130,14 +132,10 @@ class XlaFullyShardedDataParallel(nn.Module):
                  auto_wrap_policy: Optional[Callable] = None, auto_wrapper_callable: Optional[Callable] = None,
                  param_init_fn: Optional[Callable[[nn.Module], None]] = None, _shard_size_multiple: int = 128,
                  _use_xla_patched_linear: bool = True, **_debug_options: Any):
-        if isinstance(module, XlaFullyShardedDataParallel):
-            raise RuntimeError("Cannot wrap a module that is already wrapped with FSDP. For nested FSDP, "
-                               "first wrap the inner child modules before wrapping the outer parent module.")
-        forward = getattr(type(module), "forward", None)
-        if forward is None or forward is nn.Module.forward:
-            raise RuntimeError("The module wrapped by FSDP *must define a `forward` method and call it during "
-                               "the module's forward pass for FSDP to work correctly.* Hence, do not wrap "
-                               "`nn.ModuleList` or `nn.ModuleDict` with FSDP.")
+        check_wrappable(module, XlaFullyShardedDataParallel,
+                        "The module wrapped by FSDP *must define a `forward` method and call it during "
+                        "the module's forward pass for FSDP to work correctly.* Hence, do not wrap "
+                        "`nn.ModuleList` or `nn.ModuleDict` with FSDP.")
         if flatten_parameters:
             raise NotImplementedError("XlaFullyShardedDataParallel(flatten_parameters=True) is not supported "
                                       "here: each parameter is sharded on its own (flatten_parameters=False)")
@@ -512,16 +510,6 @@ class XlaFullyShardedDataParallel(nn.Module):
                 f"buffer_dtype={self.buffer_dtype}, flatten_parameters={self.flatten_parameters}, "
                 f"reshard_after_forward={self.reshard_after_forward}, sharding_groups={self.sharding_groups}")
 
-    def __getattr__(self, name: str):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            if name == "_fsdp_wrapped_module":  # not set yet (or a copy being rebuilt): nothing to forward to
-                raise
-            return getattr(self.module, name)
-
-    def __getitem__(self, key):
-        return self.module.__getitem__(key)
 
 
 class _Regather:
