@@ -40,7 +40,7 @@ STAGES = (
      "torch_xla._lazy.op_rules"),
     ("torch_xla._lazy.runner", "torch_xla._lazy.compile_explanation"),
     ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics", "torch_xla._lazy.caches",
-     "torch_xla._lazy.donation",
+     "torch_xla._lazy.donation", "torch_xla._lazy.preemption",
      "torch_xla._lazy.frames", "torch_xla._lazy.user_code", "torch_xla._lazy.kernel_libraries"),
     ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat"),
     ("torch_xla._lazy.guard_build",),

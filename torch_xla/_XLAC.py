@@ -20,6 +20,7 @@ from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import ready as _ready
 from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import metrics as _metrics
+from torch_xla._lazy import preemption as _preemption
 from torch_xla._lazy.lowering import linalg as _linalg, precision as _precision
 from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
 from torch_xla._lazy import runtime as _runtime
@@ -498,3 +499,33 @@ def _init_computation_client() -> None:
 def _xla_get_all_devices() -> list:
     """Runtime names ('CPU:3') of every device of the runtime, all processes'."""
     return [_real_name(d) for d in _runtime.global_devices()]
+
+
+def _ensure_xla_coordinator_initialized(global_rank: int, world_size: int, master_addr: str,
+                                        master_port: str = "8547") -> None:
+    """That the processes' coordination service is up for `world_size` processes, this one
+    `global_rank`. Here processes join jax.distributed's service when the runtime starts
+    (xmp.spawn, or the TORCH_XLA_COORDINATOR variables): a runtime of one process needs
+    none; a runtime that was not started as those processes cannot join them afterwards."""
+    count, index = _runtime.process_count(), _runtime.process_index()
+    if (count, index) != (int(world_size), int(global_rank)):
+        raise RuntimeError(
+            f"the runtime runs as process {index} of {count}, not {global_rank} of {world_size} "
+            f"(coordinator {master_addr}:{master_port}): processes join when the runtime "
+            "starts (xmp.spawn, or TORCH_XLA_COORDINATOR, TORCH_XLA_NUM_PROCESSES and "
+            "TORCH_XLA_PROCESS_ID set before it)")
+
+
+def _activate_preemption_sync_manager() -> None:
+    """Starts watching for preemption notices (a SIGTERM here; several processes agree on
+    the step through jax's sync point): `_sync_point_reached` reports them."""
+    _preemption.activate()
+
+
+def _deactivate_preemption_sync_manager() -> None:
+    _preemption.deactivate()
+
+
+def _sync_point_reached(step: int) -> bool:
+    """Whether `step` is the first asked after a preemption notice."""
+    return _preemption.reached(step)
