@@ -71,6 +71,8 @@ def test_send_cpu_data_to_device_walks_nested_data(dev):
     assert out["h"].t.device == dev and torch.equal(out["h"].t.cpu(), cpu)
     single = xm.send_cpu_data_to_device(cpu, dev)
     assert isinstance(single, list) and single[0].device == dev
+    leaf = xm.send_cpu_data_to_device(torch.ones(2, requires_grad=True), dev)[0]
+    assert leaf.requires_grad and leaf.is_leaf and not single[0].requires_grad
 
 
 def test_maybe_convert_to_cpu(dev):

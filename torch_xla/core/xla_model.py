@@ -454,15 +454,18 @@ def unlazy(tensors) -> None:
 def send_cpu_data_to_device(datas, device, input_sharding=None):
     """`datas` with every CPU tensor (plain `torch.Tensor`s, through dicts, lists, tuples,
     sets and objects' attributes) copied to XLA device `device`. As in torch_xla, a single
-    tensor comes back in a list, tuples as lists, other objects as shallow copies. Under SPMD,
+    tensor comes back in a list, tuples as lists, other objects as shallow copies; a tensor
+    requiring grad gives a leaf requiring grad. Under SPMD,
     `input_sharding` (a ShardingSpec) lays each tensor whose rank it fits out over its mesh."""
     if type(datas) is torch.Tensor:
         datas = [datas]
 
     def transfer(t):
         if input_sharding is None:
-            return _device.transfer(t, device)
-        return _device.transfer(t, device, input_sharding.xla_spec(t), input_sharding.minibatch)
+            out = _device.transfer(t, device)
+        else:
+            out = _device.transfer(t, device, input_sharding.xla_spec(t), input_sharding.minibatch)
+        return out.requires_grad_(t.requires_grad)  # a new leaf, as torch_xla makes it
     return xu.for_each_instance_rewrite(
         datas, lambda v: type(v) is torch.Tensor and v.device.type == "cpu", transfer)
 
