@@ -11,6 +11,7 @@ import torch
 import torch_xla
 import torch_xla.utils.utils as xu
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
+from torch_xla.core.device_names import xla_real_devices, xla_replication_devices  # noqa: F401
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import rng, runtime
 from torch_xla._lazy import execution
