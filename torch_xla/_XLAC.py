@@ -3,10 +3,7 @@
 In torch_xla these live in the C++ extension; here they are thin functions over the lazy
 engine with the same names and arguments.
 """
-import hashlib
-import itertools
 import os
-import weakref
 
 import jax
 import torch
@@ -27,6 +24,9 @@ from torch_xla._lazy import runtime as _runtime
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla._lazy.spmd import layout as _spmd
 from torch_xla._lazy import tensor as _tensor
+from torch_xla._xlac_cached_graphs import (  # noqa: F401  (their _XLAC names)
+    _get_base_seed_as_tensor, _get_graph_hash, _get_seed_info_id, _get_tensors_xla_device_data_node,
+    _run_cached_graph, _xla_get_rng_seed, _xla_get_tensor_id, _xla_warm_up_cache)
 
 
 def _get_xla_tensors_text(tensors) -> str:
@@ -50,12 +50,6 @@ def _get_stablehlo(tensors, device: str = "", devices=(), emit_bytecode: bool = 
     if emit_bytecode:
         return _graph_dump.program_bytecode(list(tensors) or None)
     return _graph_dump.program_text(list(tensors) or None, "stablehlo")
-
-
-def _get_graph_hash(tensors) -> bytes:
-    """A digest of the pending graph behind `tensors` (all pending ones on the first device
-    if empty): equal for graphs that compile to the same program, whatever their data."""
-    return hashlib.sha256(_graph_dump.ir_text(list(tensors) or None).encode()).digest()
 
 
 def _xla_get_default_device() -> str:
@@ -364,27 +358,11 @@ def _get_xla_tensor_debug_info(t) -> str:
     return "\n".join(lines) + "\n"
 
 
-# id(tensor) -> (weak reference to it, its number), given on first ask; dropped
-# with the tensor (tensors compare by value, so no WeakKeyDictionary).
-_tensor_ids = {}
-_next_id = itertools.count(1)
-
-
-def _xla_get_tensor_id(t) -> int:
-    """A number naming tensor `t` for as long as it lives, the same after in-place updates
-    (torch_xla's TensorID)."""
-    inner = t
-    key = id(inner)
-    entry = _tensor_ids.get(key)
-    if entry is None or entry[0]() is not inner:
-        entry = (weakref.ref(inner, lambda _, key=key: _tensor_ids.pop(key, None)), next(_next_id))
-        _tensor_ids[key] = entry
-    return entry[1]
-
-
 def _check_tensor_need_materialization(tensors) -> list:
-    """Per tensor, whether its value is still pending (a sync would compute it)."""
-    return [_tensor.unwrap(t)._value.node is not None for t in tensors]
+    """Per tensor, whether its value is still pending (a sync would compute it); False for
+    a tensor not on an XLA device."""
+    return [t.device.type == "xla" and _tensor.unwrap(t)._value.node is not None
+            for t in tensors]
 
 
 def _get_executed_fallback_ops() -> list:

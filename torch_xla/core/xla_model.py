@@ -11,7 +11,8 @@ import torch
 import torch_xla
 import torch_xla.utils.utils as xu
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
-from torch_xla.core.device_names import xla_real_devices, xla_replication_devices  # noqa: F401
+from torch_xla.core.device_names import (  # noqa: F401  (their xm names)
+    get_xla_supported_devices, xla_real_devices, xla_replication_devices)
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import rng, runtime
 from torch_xla._lazy import execution
@@ -27,12 +28,6 @@ def xla_device(n: int = None, devkind: str = None) -> torch.device:
     if n is not None and not 0 <= n < count:
         raise RuntimeError(f"Invalid XLA device index {n}: there are {count} device(s)")
     return torch_xla.device(n)
-
-
-def get_xla_supported_devices(devkind: str = None, max_devices: int = None):
-    """Names of the XLA devices of this process: ['xla:0', 'xla:1', ...]."""
-    names = [f"xla:{i}" for i in range(runtime.device_count())]
-    return names[:max_devices] if max_devices else names
 
 
 def xla_device_hw(device) -> str:
