@@ -40,7 +40,7 @@ def _run(var, after_import=False):
     else:
         env[var] = "1"
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=600)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 

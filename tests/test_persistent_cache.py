@@ -22,7 +22,7 @@ _SCRIPT = textwrap.dedent("""
 
 def _run(cache_dir, mode):
     out = subprocess.run([sys.executable, "-c", _SCRIPT, str(cache_dir), mode], capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -10,7 +10,7 @@ SEED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "seed_examples"
 pytestmark = pytest.mark.skipif(not SEED.is_dir(), reason=f"the seed's examples are not at {SEED}")
 
 
-def run(script, timeout=300, **env):
+def run(script, timeout=900, **env):
     full_env = dict(os.environ, **env)
     full_env.pop("PYTEST_CURRENT_TEST", None)
     return subprocess.run([sys.executable, script], cwd=SEED, env=full_env, capture_output=True,

@@ -85,7 +85,7 @@ def test_saves_and_loads_in_a_fresh_process_without_the_model(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=300)
+                          cwd=tmp_path, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "loaded and ran ['logits', 'mean']" in done.stdout
 

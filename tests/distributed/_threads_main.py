@@ -43,7 +43,7 @@ def _train(shards, barrier=None):
     def loop(model, loader, device, context):
         context.getattr_or("calls", lambda: [0])[0] += 1
         if barrier is not None:
-            barrier.wait(timeout=60)  # both runs are under way before either trains
+            barrier.wait(timeout=600)  # both runs are under way before either trains (a liveness bound)
         return w.train_loop(model, loader, device, read_loss=True), context.calls[0]
     return loop
 
@@ -73,7 +73,7 @@ def two_runs(expected):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=240)
+        t.join(timeout=900)
         assert not t.is_alive(), "a run hangs"
     for result in results:
         assert not isinstance(result, BaseException), repr(result)
@@ -84,17 +84,17 @@ def two_runs(expected):
 
     def hold(model, loader, device, context):
         started.set()
-        checked.wait(timeout=60)
+        checked.wait(timeout=600)
     holder = threading.Thread(target=lambda: dp.DataParallel(w._model, device_ids=["xla:0", "xla:1"])(hold, [0, 0]),
                               daemon=True)
     holder.start()
-    started.wait(timeout=60)
+    assert started.wait(timeout=600), "the holding run never started"
     try:
         with pytest.raises(RuntimeError, match=r"xla:\[1\] already run another DataParallel run's replicas"):
             dp.DataParallel(w._model, device_ids=["xla:1", "xla:2"])(hold, [0, 0])
     finally:
         checked.set()
-        holder.join(timeout=60)
+        holder.join(timeout=600)
 
 
 def _step_with_a_cycle(device, freed_on, kept_on=()):

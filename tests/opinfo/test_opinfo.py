@@ -50,7 +50,7 @@ def _check(eid, dtype, direction, res, problems):
 @pytest.mark.parametrize("eid,op,dtype", SLICE,
                          ids=[f"{eid}-{catalog.dtype_name(d)}" for eid, _, d in SLICE])
 def test_entry(eid, op, dtype):
-    result = harness.run_entry(op, timeout=120, dtypes=[dtype], errors=False)
+    result = harness.run_entry(op, timeout=600, dtypes=[dtype], errors=False)
     name = catalog.dtype_name(dtype)
     problems = []
     for direction in ("forward", "backward"):

@@ -23,6 +23,7 @@ of values waits (`to_cpu`, `wait_device_ops`), and a `mark_step` after a step wi
 deferred checks waits for that step's program (one step in flight).
 """
 import atexit
+import copy
 import gc
 import os
 import sys
@@ -89,9 +90,17 @@ class DeferredCheck:
                 self.check(_transfer(self.value))
                 self.passed = True
             except Exception as e:  # noqa: BLE001  (kept, raised by the callers)
-                self.error = e
+                self.error = e.with_traceback(None)
+                self.error.__context__ = None
             self.value = self.check = None  # (the check's closure holds the checked values)
         return self.error
+
+    def raise_error(self):
+        """Raises a fresh copy of `error`: the kept one holds no traceback, whose frames (the
+        reader's, alive through `f_back`) would keep their locals alive for the process's
+        life (PyTorch's `_tensor_str` holds a guard disabling functorch in one)."""
+        self.raised = True
+        raise copy.copy(self.error) from None
 
 
 _checks = []  # [DeferredCheck] deferred until a program computes the value
@@ -176,8 +185,7 @@ def _read_checks(checks) -> None:
         if c.read() is not None and not c.raised and failed is None:
             failed = c
     if failed is not None:
-        failed.raised = True
-        raise failed.error
+        failed.raise_error()
 
 
 def raise_failed_checks(values) -> None:
@@ -187,8 +195,7 @@ def raise_failed_checks(values) -> None:
     for v in values:
         for c in v.checks:
             if not c.passed and c.read() is not None:
-                c.raised = True
-                raise c.error
+                c.raise_error()
 
 
 @atexit.register
