@@ -149,3 +149,9 @@ def test_sync_point_is_the_first_step_asked_after_a_sigterm(dev):
     finally:
         xlac._deactivate_preemption_sync_manager()
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_shape_type_is_xla_s_element_type_name(dev):
+    t = torch.rand(3, dtype=torch.half).to(dev).mul_(torch.tensor(7, dtype=torch.double).to(dev))
+    assert t.dtype == torch.half and torch_xla._XLAC._get_xla_tensor_shape_type(t) == "f16"
+    assert torch_xla._XLAC._get_xla_tensor_shape_type(torch.ones(2, dtype=torch.bool).to(dev)) == "pred"

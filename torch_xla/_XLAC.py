@@ -507,3 +507,8 @@ def _deactivate_preemption_sync_manager() -> None:
 def _sync_point_reached(step: int) -> bool:
     """Whether `step` is the first asked after a preemption notice."""
     return _preemption.reached(step)
+
+
+def _get_xla_tensor_shape_type(t) -> str:
+    """The element type of `t` as XLA names it ('f16', 's64', 'pred')."""
+    return _hlo_shape((), t.dtype).removesuffix("[]")
