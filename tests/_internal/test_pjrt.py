@@ -1,5 +1,5 @@
 """torch_xla._internal.pjrt: a function on every device, its results gathered by global
-ordinal, its exception raised again (in a fresh process: the runtime must not have started)."""
+ordinal, the exception of the first process to fail raised again (in a fresh process: the runtime must not have started)."""
 import os
 import subprocess
 import sys
@@ -38,4 +38,5 @@ def test_run_multiprocess_gathers_results_and_raises_the_first_error(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.split("\n")
-    assert lines[:3] == ["{0: (0, 2), 1: (1, 2)}", "raised from process 0", "refused"], proc.stdout
+    assert lines[0] == "{0: (0, 2), 1: (1, 2)}" and lines[2] == "refused", proc.stdout
+    assert lines[1] in ("raised from process 0", "raised from process 1"), proc.stdout

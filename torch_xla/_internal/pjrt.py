@@ -16,8 +16,8 @@ from torch_xla.distributed import xla_multiprocessing as xmp
 
 class _Gathered:
     """Picklable: runs `fn(*args, **kwargs)` in a process and writes its result to `folder`,
-    under the process's global ordinal (or, if it raised, the exception, for the caller to
-    raise again)."""
+    under the process's global ordinal (or, if it raised, the exception, under its local
+    index, for the caller to raise again)."""
 
     def __init__(self, fn, args, kwargs, folder):
         self.fn, self.args, self.kwargs, self.folder = fn, args, kwargs, folder
@@ -25,9 +25,11 @@ class _Gathered:
     def __call__(self, index):
         try:
             result = self.fn(*self.args, **self.kwargs)
-        except Exception as e:
-            with open(os.path.join(self.folder, f"{xr.global_ordinal()}.error"), "wb") as f:
+        except Exception as e:  # written whole before the process reports its failure
+            path = os.path.join(self.folder, f"{index}.error")
+            with open(path + ".part", "wb") as f:
                 pickle.dump(e, f)
+            os.rename(path + ".part", path)
             raise
         with open(os.path.join(self.folder, str(xr.global_ordinal())), "wb") as f:
             pickle.dump(result, f)
@@ -36,7 +38,7 @@ class _Gathered:
 def run_multiprocess(fn, *args, start_method: str = "spawn", **kwargs) -> dict:
     """Runs `fn(*args, **kwargs)` on every device, each in a new process: {global ordinal:
     its result}. The runtime must not have started in this process. An exception `fn`
-    raised in a process is raised here (the first process's)."""
+    raised in a process is raised here (that of the first process to fail)."""
     if torch_xla._XLAC._xla_runtime_is_initialized():
         raise RuntimeError("Runtime is already initialized. Do not use the XLA device before "
                            "calling xmp.spawn.")
@@ -45,11 +47,10 @@ def run_multiprocess(fn, *args, start_method: str = "spawn", **kwargs) -> dict:
             xmp.run_processes(_Gathered(fn, args, kwargs, folder), (), xmp._device_count(),
                               start_method=start_method)
         except xmp.ProcessExitedException as failure:
-            raised = sorted((n for n in os.listdir(folder) if n.endswith(".error")),
-                            key=lambda n: int(n.split(".")[0]))
-            if not raised:
+            raised = os.path.join(folder, f"{failure.error_index}.error")
+            if not os.path.exists(raised):  # it died without raising (a signal, an exit)
                 raise
-            with open(os.path.join(folder, raised[0]), "rb") as f:
+            with open(raised, "rb") as f:
                 raise pickle.load(f) from failure
         results = {}
         for name in os.listdir(folder):
