@@ -2,7 +2,6 @@
 torch_xla's first dynamo bridge, `dynamo_bridge.GraphInputMatcher`, builds on): tensor ids,
 a graph's device-data inputs, programs kept by graph hash (`_lazy/cached_graphs`), the seed.
 """
-import hashlib
 import itertools
 import weakref
 
@@ -60,17 +59,11 @@ def _get_tensors_xla_device_data_node(tensors):
     return ids, inputs
 
 
-def _get_graph_hash(tensors) -> bytes:
-    """A digest of the pending graph behind `tensors` (all pending ones on the first device
-    if empty): equal for graphs that compile to the same program, whatever their data."""
-    return hashlib.sha256(_graph_dump.ir_text(list(tensors) or None).encode()).digest()
-
-
 def _xla_warm_up_cache(tensors, devices) -> None:
     """Compiles the program of the pending graph behind `tensors` (not run; they stay
-    pending) and keeps it under the graph's hash (`_get_graph_hash`)."""
+    pending) and keeps it under the graph's hash (`_XLAC._get_graph_hash`)."""
     tensors = list(tensors)
-    _cached.warm_up(_get_graph_hash(tensors), _values(tensors))
+    _cached.warm_up(_graph_dump.graph_hash(tensors), _values(tensors))
 
 
 def _run_cached_graph(graph_hash, inputs) -> list:

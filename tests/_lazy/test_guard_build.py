@@ -5,16 +5,13 @@ import fcntl
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 import torch.utils.cpp_extension as cpp_extension
 
+from tests.fresh_process import start
 from torch_xla._lazy import device_guard, guard_build
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _IMPORT = """
 import torch
@@ -32,11 +29,8 @@ pytestmark = pytest.mark.skipif(
 
 
 def _start(extensions, **env):
-    environment = dict(os.environ, TORCH_EXTENSIONS_DIR=str(extensions), PYTHONPATH=ROOT,
-                       CPU_NUM_DEVICES="2", **env)
-    return subprocess.Popen([sys.executable, "-c", _IMPORT], cwd=ROOT, env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return start("-c", _IMPORT, env=dict(env, TORCH_EXTENSIONS_DIR=extensions, CPU_NUM_DEVICES=2),
+                 start_new_session=True)
 
 
 def _folder(extensions):
@@ -46,8 +40,8 @@ def _folder(extensions):
 def _wait_for_build(proc, folder, deadline=900):
     """Returns once `proc` is compiling: ninja's file is written in its build directory."""
     stem = device_guard.library_stem()
-    start = time.monotonic()
-    while time.monotonic() - start < deadline:
+    began = time.monotonic()
+    while time.monotonic() - began < deadline:
         if list(folder.glob(f"{stem}.build-*/build.ninja")):
             return
         assert proc.poll() is None, "the import ended before its build was seen"

@@ -13,6 +13,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.distributed.data_parallel as dp
 import torch_xla.runtime as xr
 from tests.distributed import _workers as w
+from tests.compare import assert_same
 
 
 def main():
@@ -31,7 +32,7 @@ def main():
                 lambda model, loader, device, context: w.train_loop(model, loader, device,
                                                                     read_loss=read_loss), shards)
             for got in weights:
-                torch.testing.assert_close(got, expected)
+                assert_same(got, expected, device="cpu")
         print(f"ok {n}")
     two_runs(expected)
     print("ok two runs")
@@ -57,7 +58,7 @@ def two_runs(expected):
         for weights, n in run(_train(shards), shards):
             assert n == calls
             if calls == 1:
-                torch.testing.assert_close(weights, expected)
+                assert_same(weights, expected, device="cpu")
     # at the same time, from two threads: each run's collectives meet its own replicas
     barrier = threading.Barrier(4)
     fresh = [dp.DataParallel(w._model, device_ids=ids) for ids in (["xla:0", "xla:1"], ["xla:2", "xla:3"])]
@@ -78,7 +79,7 @@ def two_runs(expected):
     for result in results:
         assert not isinstance(result, BaseException), repr(result)
         for weights, _ in result:
-            torch.testing.assert_close(weights, expected)
+            assert_same(weights, expected, device="cpu")
     # a device cannot be a replica of two runs at once
     started, checked = threading.Event(), threading.Event()
 
@@ -125,7 +126,7 @@ def dead_cycles():
         for freed_on in ({0, 1}, {0}):  # the first also plans the ops (their first calls)
             for total, _ in run(lambda model, loader, device, context: _step_with_a_cycle(device, freed_on),
                                 [0, 0]):
-                torch.testing.assert_close(total, torch.full((3,), 3.0))
+                assert_same(total, torch.full((3,), 3.0), device="cpu")
         with pytest.raises(RuntimeError, match="the replicas ran different graphs"):
             run(lambda model, loader, device, context: _step_with_a_cycle(device, {0}, kept_on={1}), [0, 0])
     finally:

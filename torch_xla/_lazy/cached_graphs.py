@@ -4,7 +4,7 @@ program's argument order), `warm_up` (the graph compiled, not run, kept under it
 `run` (the kept program on new input buffers, in that order; its outputs are the graph's
 roots: the pending values, each once, that are not inputs).
 """
-from . import compiler, execution, metrics, runner
+from . import counters, execution, graph_program, runner
 from .ir import Value
 
 _programs = {}  # graph hash -> (compiled Program, its dynamic scalars, device, outputs' avals)
@@ -13,17 +13,17 @@ _programs = {}  # graph hash -> (compiled Program, its dynamic scalars, device, 
 def leaves(values) -> list:
     """The buffers (device-data values) the graph behind `values` reads, in the order the
     program takes them (none donated)."""
-    w = compiler.walk(values)
+    w = graph_program.walk(values)
     return [] if w is None else list(w.leaves)
 
 
 def warm_up(graph_hash, values) -> None:
     """Compiles the program of the graph behind `values` (without running it) and keeps it
     under `graph_hash`."""
-    w = compiler.walk(values)
+    w = graph_program.walk(values)
     if w is None:
         return
-    _programs[graph_hash] = (compiler.program_for(w), w.args[2], w.device,
+    _programs[graph_hash] = (graph_program.program_for(w), w.args[2], w.device,
                              [(v.shape, v.dtype) for v in w.roots])
 
 
@@ -34,8 +34,8 @@ def run(graph_hash, inputs) -> list:
         raise KeyError(f"no program was warmed up (_xla_warm_up_cache) for graph hash {graph_hash!r}")
     program, scalars, device, avals = _programs[graph_hash]
     execution.materialize(inputs)
-    metrics.sample("RunCachedGraphInputData", len(inputs))
+    counters.sample("RunCachedGraphInputData", len(inputs))
     outputs = runner.execute(program, (), tuple(v.data for v in inputs),
                              program.pack_on(scalars, device))
-    metrics.sample("RunCachedGraphOutputData", len(outputs))
+    counters.sample("RunCachedGraphOutputData", len(outputs))
     return [Value(shape, dtype, device, data=o) for (shape, dtype), o in zip(avals, outputs)]

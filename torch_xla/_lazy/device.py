@@ -13,9 +13,9 @@ import jax
 import numpy as np
 import torch
 
-from . import device_guard, rng, runtime
+from . import device_guard, pjrt, rng
 from .dispatch import dispatch
-from .execution import from_cpu
+from .transfers import from_cpu
 from .lowering import overload_named
 from .frames import run_without_dynamo
 from .ir import Value
@@ -72,8 +72,8 @@ def placeholder(shape, dtype, device) -> torch.Tensor:
     program, whose text shows it); reading it, or running a program on it, raises."""
     index = torch.device(device).index or 0
     device_guard.check(index)
-    zeros = np.broadcast_to(np.zeros((), runtime.to_jax_dtype(dtype)), tuple(shape))
-    buffer = jax.device_put(zeros, runtime.jax_device(index))
+    zeros = np.broadcast_to(np.zeros((), pjrt.to_jax_dtype(dtype)), tuple(shape))
+    buffer = jax.device_put(zeros, pjrt.jax_device(index))
     buffer.delete()
     return to_functional(wrap(Value(tuple(shape), dtype, index, data=buffer)))
 

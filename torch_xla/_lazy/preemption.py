@@ -9,7 +9,7 @@ reports it: asked again, that step is still the sync point, any other is not.
 import signal
 import threading
 
-from torch_xla._lazy import runtime
+from torch_xla._lazy import pjrt
 
 _state = {"active": False, "seen": False, "previous": None, "sync_step": None}
 
@@ -19,7 +19,7 @@ def activate() -> None:
     if _state["active"]:
         return
     _state.update(active=True, seen=False, previous=None, sync_step=None)
-    if runtime.process_count() == 1 and threading.current_thread() is threading.main_thread():
+    if pjrt.process_count() == 1 and threading.current_thread() is threading.main_thread():
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_sigterm(signum, frame):
@@ -42,7 +42,7 @@ def reached(step: int) -> bool:
     if not _state["active"]:
         raise RuntimeError("preemption notices are not watched: activate the preemption sync "
                            "manager first (torch_xla._XLAC._activate_preemption_sync_manager)")
-    if runtime.process_count() > 1:
+    if pjrt.process_count() > 1:
         from jax.experimental import multihost_utils
         return multihost_utils.reached_preemption_sync_point(step)
     if _state["seen"] and _state["sync_step"] is None:

@@ -2,12 +2,12 @@
 `get_xla_supported_devices`) and the runtime's ('CPU:0', 'TPU:3': `xla_real_devices`,
 `xla_replication_devices`)."""
 import torch_xla
-from torch_xla._lazy import runtime
+from torch_xla._lazy import pjrt
 
 
 def get_xla_supported_devices(devkind: str = None, max_devices: int = None):
     """Names of the XLA devices of this process: ['xla:0', 'xla:1', ...]."""
-    names = [f"xla:{i}" for i in range(runtime.device_count())]
+    names = [f"xla:{i}" for i in range(pjrt.device_count())]
     return names[:max_devices] if max_devices else names
 
 

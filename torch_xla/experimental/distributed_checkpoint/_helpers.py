@@ -5,7 +5,7 @@ from typing import List
 
 import torch
 
-import torch_xla._XLAC
+from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla.distributed.spmd import ShardingType, XLAShard, XLAShardedTensor
 
 
@@ -20,7 +20,7 @@ def _is_xla(obj) -> bool:
 def _is_sharded_tensor(obj) -> bool:
     """An XLA tensor split over the devices (not replicated on all of them)."""
     obj = _global(obj)
-    return _is_xla(obj) and torch_xla._XLAC._get_xla_sharding_type(obj) in (
+    return _is_xla(obj) and _sharding.spec_kind(obj) in (
         ShardingType.TILED, ShardingType.PARTIAL)
 
 
