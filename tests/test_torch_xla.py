@@ -109,6 +109,16 @@ def test_compile_as_a_context_and_step(dev):
     assert z.cpu().tolist() == [4.0, 4.0] and _executions() == before  # already computed
 
 
+def test_a_step_that_raises_still_runs_what_it_traced(dev):
+    x = torch.ones(2, device=dev)
+    with pytest.raises(ValueError, match="stop"):
+        with torch_xla.step():
+            y = x * 5
+            raise ValueError("stop")
+    before = _executions()
+    assert y.cpu().tolist() == [5.0, 5.0] and _executions() == before  # already computed
+
+
 def test_full_graph_refuses_a_function_that_runs_a_graph_inside(dev):
     x = torch.ones(2, device=dev)
 

@@ -125,3 +125,33 @@ def test_a_failed_runtime_start_is_kept(monkeypatch):
             torch_xla._XLAC._init_computation_client()
     monkeypatch.setattr(torch_xla._XLAC, "_client", [])
     torch_xla._XLAC._init_computation_client()  # CPU: started, no error
+
+
+def test_coordinator_of_one_process_is_this_runtime_and_another_world_is_refused(dev):
+    torch_xla._XLAC._ensure_xla_coordinator_initialized(0, 1, "localhost")
+    with pytest.raises(RuntimeError, match="process 0 of 1, not 0 of 2"):
+        torch_xla._XLAC._ensure_xla_coordinator_initialized(0, 2, "localhost")
+
+
+def test_sync_point_is_the_first_step_asked_after_a_sigterm(dev):
+    import os
+    import signal
+    xlac = torch_xla._XLAC
+    with pytest.raises(RuntimeError, match="not watched"):
+        xlac._sync_point_reached(0)
+    before = signal.getsignal(signal.SIGTERM)
+    xlac._activate_preemption_sync_manager()
+    try:
+        assert not xlac._sync_point_reached(1)
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to the main thread before the next line
+        assert xlac._sync_point_reached(2) and xlac._sync_point_reached(2)
+        assert not xlac._sync_point_reached(3)
+    finally:
+        xlac._deactivate_preemption_sync_manager()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_shape_type_is_xla_s_element_type_name(dev):
+    t = torch.rand(3, dtype=torch.half).to(dev).mul_(torch.tensor(7, dtype=torch.double).to(dev))
+    assert t.dtype == torch.half and torch_xla._XLAC._get_xla_tensor_shape_type(t) == "f16"
+    assert torch_xla._XLAC._get_xla_tensor_shape_type(torch.ones(2, dtype=torch.bool).to(dev)) == "pred"

@@ -3,8 +3,6 @@
 In torch_xla these live in the C++ extension; here they are thin functions over the lazy
 engine with the same names and arguments.
 """
-import itertools
-import weakref
 
 import jax
 import torch
@@ -18,12 +16,16 @@ from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import ready as _ready
 from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import counters as _counters
+from torch_xla._lazy import preemption as _preemption
 from torch_xla._lazy.lowering import linalg as _linalg, precision as _precision
 from torch_xla._lazy import optimization_barrier as _barrier
 from torch_xla._lazy import pjrt as _pjrt
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla._lazy.spmd import op_sharding as _op_sharding
 from torch_xla._lazy import tensor as _tensor
+from torch_xla._xlac_cached_graphs import (  # noqa: F401  (their _XLAC names)
+    _get_base_seed_as_tensor, _get_seed_info_id, _get_tensors_xla_device_data_node,
+    _run_cached_graph, _xla_get_rng_seed, _xla_get_tensor_id, _xla_warm_up_cache)
 
 
 def _get_xla_tensors_text(tensors) -> str:
@@ -266,27 +268,10 @@ def _get_xla_tensor_debug_info(t) -> str:
     return "\n".join(lines) + "\n"
 
 
-# id(tensor) -> (weak reference to it, its number), given on first ask; dropped
-# with the tensor (tensors compare by value, so no WeakKeyDictionary).
-_tensor_ids = {}
-_next_id = itertools.count(1)
-
-
-def _xla_get_tensor_id(t) -> int:
-    """A number naming tensor `t` for as long as it lives, the same after in-place updates
-    (torch_xla's TensorID)."""
-    inner = t
-    key = id(inner)
-    entry = _tensor_ids.get(key)
-    if entry is None or entry[0]() is not inner:
-        entry = (weakref.ref(inner, lambda _, key=key: _tensor_ids.pop(key, None)), next(_next_id))
-        _tensor_ids[key] = entry
-    return entry[1]
-
-
 def _check_tensor_need_materialization(tensors) -> list:
-    """Per tensor, whether its value is still pending (a sync would compute it)."""
-    return [_tensor.is_pending(t) for t in tensors]
+    """Per tensor, whether its value is still pending (a sync would compute it); False for
+    a tensor not on an XLA device."""
+    return [t.device.type == "xla" and _tensor.is_pending(t) for t in tensors]
 
 
 def _get_executed_fallback_ops() -> list:
@@ -399,3 +384,38 @@ def _init_computation_client() -> None:
 def _xla_get_all_devices() -> list:
     """Runtime names ('CPU:3') of every device of the runtime, all processes'."""
     return _device_info.all_real_devices()
+
+
+def _ensure_xla_coordinator_initialized(global_rank: int, world_size: int, master_addr: str,
+                                        master_port: str = "8547") -> None:
+    """That the processes' coordination service is up for `world_size` processes, this one
+    `global_rank`. Here processes join jax.distributed's service when the runtime starts
+    (xmp.spawn, or the TORCH_XLA_COORDINATOR variables): a runtime of one process needs
+    none; a runtime that was not started as those processes cannot join them afterwards."""
+    count, index = _pjrt.process_count(), _pjrt.process_index()
+    if (count, index) != (int(world_size), int(global_rank)):
+        raise RuntimeError(
+            f"the runtime runs as process {index} of {count}, not {global_rank} of {world_size} "
+            f"(coordinator {master_addr}:{master_port}): processes join when the runtime "
+            "starts (xmp.spawn, or TORCH_XLA_COORDINATOR, TORCH_XLA_NUM_PROCESSES and "
+            "TORCH_XLA_PROCESS_ID set before it)")
+
+
+def _activate_preemption_sync_manager() -> None:
+    """Starts watching for preemption notices (a SIGTERM here; several processes agree on
+    the step through jax's sync point): `_sync_point_reached` reports them."""
+    _preemption.activate()
+
+
+def _deactivate_preemption_sync_manager() -> None:
+    _preemption.deactivate()
+
+
+def _sync_point_reached(step: int) -> bool:
+    """Whether `step` is the first asked after a preemption notice."""
+    return _preemption.reached(step)
+
+
+def _get_xla_tensor_shape_type(t) -> str:
+    """The element type of `t` as XLA names it ('f16', 's64', 'pred')."""
+    return _hlo_shape((), t.dtype).removesuffix("[]")

@@ -129,7 +129,11 @@ def compile(f=None, full_graph: bool = False, name: str = None, max_different_gr
         try:
             sync()
             before = _executions()
-            yield
+            try:
+                yield
+            except BaseException:
+                sync()  # what the body traced before it raised runs, as in torch_xla
+                raise
             ran = _executions() - before
             if counts is not None:
                 counts.add(_graph_dump.graph_hash([]), name or "region")

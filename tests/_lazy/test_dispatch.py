@@ -34,6 +34,9 @@ BAD_INPUT = [
                                                      torch.ones(2, device=d)), RuntimeError),
     (lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([0, 1], device=d),
                                                      torch.ones(2, 3, device=d)), RuntimeError),
+    # reductions along a dim of size 0 (their meta kernels accept them)
+    (lambda d: torch.max(torch.ones(2, 0, 3, device=d), dim=1), IndexError),
+    (lambda d: torch.ones(2, 0, device=d).mode(), IndexError),
     # decompositions' own checks are worded as the CPU kernel's
     (lambda d: torch.nn.functional.multi_margin_loss(torch.ones(5, 4, device=d),
                                                      torch.ones(5, 4, dtype=torch.long, device=d)),

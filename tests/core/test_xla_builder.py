@@ -2,6 +2,7 @@
 specialised once per function and argument signature."""
 import jax
 import jax.numpy as jnp
+import pytest
 import torch
 
 import torch_xla
@@ -64,3 +65,17 @@ def test_jax_grad_called_through_call_jax(dev):
     ga, gb = xb.call_jax(jax.grad(lambda a, b: jnp.sum(a + jnp.sin(b)), argnums=(0, 1)),
                          (a.to(dev), b.to(dev)))
     assert_same([ga, gb], [torch.ones(3, 3), torch.cos(b)])
+
+
+def test_placeholder_traces_into_a_program_but_cannot_be_read(dev):
+    import torch_xla
+    import torch_xla.debug.metrics as met
+    from torch_xla.core.xla_builder import create_placeholder_tensor
+    met.clear_all()
+    p = create_placeholder_tensor((2, 3), torch.bfloat16)
+    assert p.device == dev and p.dtype == torch.bfloat16 and p.shape == (2, 3)
+    assert torch_xla._XLAC._is_placecholder(p)
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([torch.sin(p) * 2])
+    assert "bf16[2,3]" in hlo and met.metric_data("TransferToDeviceTime") is None
+    with pytest.raises(RuntimeError):
+        p.cpu()

@@ -71,6 +71,8 @@ def test_send_cpu_data_to_device_walks_nested_data(dev):
     assert out["h"].t.device == dev and torch.equal(out["h"].t.cpu(), cpu)
     single = xm.send_cpu_data_to_device(cpu, dev)
     assert isinstance(single, list) and single[0].device == dev
+    leaf = xm.send_cpu_data_to_device(torch.ones(2, requires_grad=True), dev)[0]
+    assert leaf.requires_grad and leaf.is_leaf and not single[0].requires_grad
 
 
 def test_maybe_convert_to_cpu(dev):
@@ -177,3 +179,13 @@ def test_utils_getenv_and_sample_generator(monkeypatch):
     with xu.TimedScope("took ", printfn=lambda s: buf.write(s)):
         pass
     assert buf.getvalue().startswith("took ") and buf.getvalue().endswith("ms")
+
+
+def test_real_and_replication_device_names(dev):
+    kind = xm.xla_device_hw(dev)
+    assert xm.xla_real_devices([dev]) == [f"{kind}:0"]
+    assert xm.xla_real_devices() == [f"{kind}:{i}" for i in range(len(xm.get_xla_supported_devices()))]
+    assert xm.xla_replication_devices() == xm.xla_real_devices()
+    if len(xm.get_xla_supported_devices()) > 1:
+        with pytest.raises(RuntimeError, match="Cannot replicate if number of devices"):
+            xm.xla_replication_devices([dev])

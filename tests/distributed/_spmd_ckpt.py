@@ -93,6 +93,29 @@ def checkpoint_of_uneven_shards_loads_onto_other_uneven_shards():
     assert torch.equal(u.cpu(), a) and spec(u) == "{devices=[4,2]0,4,1,5,2,6,3,7}", spec(u)
 
 
+@check
+def save_planner_splits_the_state_into_sharded_and_unsharded():
+    """`_sharded_cpu_state_dict` reads the sharded tensors as `_CpuShards` (one block per
+    distinct shard, on the CPU) and the others as CPU tensors, nesting kept; the save
+    planner's `sharded_state_dict`/`unsharded_state_dict` hold the flattened names."""
+    from torch_xla.experimental.distributed_checkpoint._helpers import (
+        _CpuShards, _is_sharded_tensor, _sharded_cpu_state_dict)
+    mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))
+    w, b = torch.randn(8, 4).to('xla'), torch.randn(4).to('xla')
+    xs.mark_sharding(w, mesh, ('data', None))  # 4 distinct blocks, each on 2 devices
+    state = _sharded_cpu_state_dict({"m": {"w": w, "b": b}})
+    assert _is_sharded_tensor(w) and not _is_sharded_tensor(b)
+    assert isinstance(state["m"]["w"], _CpuShards) and state["m"]["w"].global_shape == (8, 4)
+    assert sorted(s.indices[0].start for s in state["m"]["w"].shards) == [0, 2, 4, 6]
+    assert state["m"]["b"].device.type == "cpu" and torch.equal(state["m"]["b"], b.cpu())
+    planner = xc.SPMDSavePlanner()
+    planner.set_up_planner(state, None, True)
+    assert list(planner.sharded_state_dict) == ["m.w"], planner.sharded_state_dict
+    assert list(planner.unsharded_state_dict) == ["m.b"]
+    sharded = [i for i in planner.create_local_plan().items if i.index.fqn == "m.w"]
+    assert len(sharded) == 4
+
+
 def _train_step(model, opt, mesh):
     x = torch.randn(8, 16).to('xla')
     xs.mark_sharding(x, mesh, ('data', None))

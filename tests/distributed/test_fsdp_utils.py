@@ -63,3 +63,24 @@ def test_checkpointed_module_gives_the_same_gradients_with_dropout(dev):
         grads.append([xx.grad.cpu()] + [p.grad.cpu() for p in block.parameters()])
     for a, b in zip(*grads):
         assert_same(a, b, device="cpu")
+
+
+def test_patched_linear_forward_reads_the_weight_and_matches_nn_linear(dev):
+    from torch_xla.distributed.fsdp.utils import apply_xla_patch_to_nn_linear
+    torch.manual_seed(0)
+    cpu = nn.Linear(3, 2)
+    linear = apply_xla_patch_to_nn_linear(nn.Linear(3, 2).to(dev))  # the module itself patched
+    linear.load_state_dict(cpu.state_dict())
+    assert linear._nn_linear_forward_original.__func__ is nn.Linear.forward
+    x = torch.randn(4, 5, 3, requires_grad=True)
+    xx = x.detach().to(dev).requires_grad_()
+    out = linear(xx)
+    assert type(out.grad_fn).__name__ == "XLAPatchedLinearBackward"
+    out.sum().backward()
+    cpu(x).sum().backward()
+    assert torch.allclose(out.detach().cpu(), cpu(x).detach(), atol=1e-6)
+    assert torch.allclose(linear.weight.grad.cpu(), cpu.weight.grad, atol=1e-5)
+    assert torch.allclose(xx.grad.cpu(), x.grad, atol=1e-6)
+    seq = apply_xla_patch_to_nn_linear(nn.Sequential(nn.Linear(3, 3), nn.ReLU()),
+                                       lambda m, inp: inp * 0)
+    assert torch.equal(seq(torch.ones(2, 3)), torch.zeros(2, 3))

@@ -51,3 +51,17 @@ def test_pallas_kernel_on_xla_tensors(dev):
     add = make_kernel_from_pallas(_add, lambda x, y: [(x.shape, x.dtype)])
     check(lambda x, y: add(x, y) if x.device.type == "xla" else x + y,
           torch.randn(8, 128), torch.randn(8, 128))
+
+
+@pytest.mark.parametrize("length", [5, 20])
+def test_repeat_with_fixed_output_size_cuts_or_continues_with_the_last_value(dev, length):
+    import torch_xla.debug.metrics as met
+    from torch_xla.experimental.custom_kernel import repeat_with_fixed_output_size
+    x, repeats = torch.arange(4.0), torch.tensor([0, 3, 1, 4])
+    met.clear_all()
+    out = repeat_with_fixed_output_size(x.to(dev), repeats.to(dev), length)
+    assert out.shape == (length,) and met.metric_data("TransferFromDeviceTime") is None  # no host read
+    full = torch.repeat_interleave(x, repeats)
+    expected = torch.cat([full, x[-1:].expand(max(0, length - len(full)))])[:length]
+    assert torch.equal(out.cpu(), expected)
+    assert not [k for k in met.counter_names() if k.startswith("aten::")]

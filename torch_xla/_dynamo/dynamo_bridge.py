@@ -74,3 +74,38 @@ def alias_with_buffer_donor_config(should_alias: bool = True):
         yield saved
     finally:
         _donation.with_sync_multi[0] = saved
+
+
+class GraphInputMatcher:
+    """The inputs of a traced graph for a later call (torch_xla's first dynamo bridge): the
+    graph's device-data inputs (`_XLAC._get_tensors_xla_device_data_node`) are either the
+    call's arguments, taken from the call each time, or other tensors (weights, constants),
+    kept from the trace.
+
+    Args:
+      tensor_id_to_arg_idx: tensor id -> index of the argument it was at tracing.
+      graph_input_tensor_ids, graph_input_xla_values: the graph's inputs, ids and tensors.
+      xla_args_tensor_id: the ids of the arguments (their traced tensors are not kept).
+    """
+
+    def __init__(self, tensor_id_to_arg_idx, graph_input_tensor_ids, graph_input_xla_values,
+                 xla_args_tensor_id):
+        self.tensor_id_to_arg_idx = tensor_id_to_arg_idx
+        self.graph_input_tensor_ids = graph_input_tensor_ids
+        self.graph_input_xla_values = [
+            None if tid in xla_args_tensor_id else value
+            for tid, value in zip(graph_input_tensor_ids, graph_input_xla_values)]
+        self.arg_idxs = [tensor_id_to_arg_idx.get(tid) for tid in graph_input_tensor_ids]
+
+    def __call__(self, args):
+        """The graph's inputs for a call on `args`, in the graph's order."""
+        inputs = []
+        for traced, arg_idx in zip(self.graph_input_xla_values, self.arg_idxs):
+            if arg_idx is None:
+                if traced is None:
+                    raise RuntimeError("a graph input that is no argument of the call was not "
+                                       "kept from the trace")
+                inputs.append(traced)
+            else:
+                inputs.append(args[arg_idx])
+        return inputs

@@ -9,13 +9,16 @@ to dispatch on), and the reseeding of XLA devices by `torch.manual_seed`.
 import functools
 import os
 
+import jax
+import numpy as np
 import torch
 
-from . import device_guard, rng
+from . import device_guard, pjrt, rng
 from .dispatch import dispatch
 from .transfers import from_cpu
 from .lowering import overload_named
 from .frames import run_without_dynamo
+from .ir import Value
 from .kernel_libraries import installs_kernels
 from .spmd.mark_sharding import from_process_batch, shard_data
 from .tensor import to_functional, wrap
@@ -61,6 +64,18 @@ def transfer(t: torch.Tensor, device, sharding=None, minibatch=False) -> torch.T
     elif sharding is not None:
         shard_data(value, sharding)
     return to_functional(wrap(value))
+
+
+def placeholder(shape, dtype, device) -> torch.Tensor:
+    """A tensor of `shape` and `dtype` on XLA device `device` with no value: its buffer is
+    deleted at once (as a donated one is). Graphs may read it (it is an input of their
+    program, whose text shows it); reading it, or running a program on it, raises."""
+    index = torch.device(device).index or 0
+    device_guard.check(index)
+    zeros = np.broadcast_to(np.zeros((), pjrt.to_jax_dtype(dtype)), tuple(shape))
+    buffer = jax.device_put(zeros, pjrt.jax_device(index))
+    buffer.delete()
+    return to_functional(wrap(Value(tuple(shape), dtype, index, data=buffer)))
 
 
 def _factory(op, *args, **kwargs):

@@ -124,12 +124,22 @@ def _zero_divisor_override(args, kwargs) -> bool:
     return divisor == 0
 
 
+def _reduces_an_empty_dim(args, kwargs) -> bool:
+    """max/min/median/mode along a dim: their meta kernels accept a dim of size 0, which
+    the CPU kernels reject (there is no identity to reduce nothing to)."""
+    self = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", -1)
+    return self.dim() > 0 and self.shape[dim % self.dim()] == 0
+
+
 # Ops whose meta kernels miss a check of their CPU kernels that the small stand-ins would
 # not reproduce, with a test on the arguments' metadata that the check fails: then the CPU
 # kernel is probed on the full-size stand-ins (the error path only).
 _CPU_CHECKED_WHEN = {aten.convolution.default: _conv_params_out_of_range,
                      aten.index_add.default: _index_add_source_mismatch,
-                     aten.avg_pool3d.default: _zero_divisor_override}
+                     aten.avg_pool3d.default: _zero_divisor_override,
+                     **dict.fromkeys((aten.max.dim, aten.min.dim, aten.median.dim,
+                                      aten.mode.default), _reduces_an_empty_dim)}
 
 
 # Elementwise ops PyTorch does not tag pointwise whose CPU kernels check dtypes their meta

@@ -86,3 +86,10 @@ def _callable(jax_func, override_hash, differentiable):
     if callable_ is None:
         callable_ = _JAX_TO_XLA_COMPUTATION_CACHE[key] = JaxCallable(jax_func, differentiable)
     return callable_
+
+
+def create_placeholder_tensor(shape, dtype) -> torch.Tensor:
+    """A tensor of `shape` and `dtype` on the XLA device that has no value (no buffer): it
+    can be traced into graphs, to look at their program, but not read (RuntimeError)."""
+    from .._lazy import device
+    return device.placeholder(shape, dtype, "xla:0")

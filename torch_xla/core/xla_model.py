@@ -10,6 +10,8 @@ import torch_xla
 import torch_xla.utils.utils as xu
 from torch_xla.utils import closures
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
+from torch_xla.core.device_names import (  # noqa: F401  (their xm names)
+    get_xla_supported_devices, xla_real_devices, xla_replication_devices)
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import optimization_barrier as _barrier
@@ -27,12 +29,6 @@ def xla_device(n: int = None, devkind: str = None) -> torch.device:
     if n is not None and not 0 <= n < count:
         raise RuntimeError(f"Invalid XLA device index {n}: there are {count} device(s)")
     return torch_xla.device(n)
-
-
-def get_xla_supported_devices(devkind: str = None, max_devices: int = None):
-    """Names of the XLA devices of this process: ['xla:0', 'xla:1', ...]."""
-    names = [f"xla:{i}" for i in range(pjrt.device_count())]
-    return names[:max_devices] if max_devices else names
 
 
 def xla_device_hw(device) -> str:
@@ -416,15 +412,18 @@ def unlazy(tensors) -> None:
 def send_cpu_data_to_device(datas, device, input_sharding=None):
     """`datas` with every CPU tensor (plain `torch.Tensor`s, through dicts, lists, tuples,
     sets and objects' attributes) copied to XLA device `device`. As in torch_xla, a single
-    tensor comes back in a list, tuples as lists, other objects as shallow copies. Under SPMD,
+    tensor comes back in a list, tuples as lists, other objects as shallow copies; a tensor
+    requiring grad gives a leaf requiring grad. Under SPMD,
     `input_sharding` (a ShardingSpec) lays each tensor whose rank it fits out over its mesh."""
     if type(datas) is torch.Tensor:
         datas = [datas]
 
     def transfer(t):
         if input_sharding is None:
-            return _device.transfer(t, device)
-        return _device.transfer(t, device, input_sharding.xla_spec(t), input_sharding.minibatch)
+            out = _device.transfer(t, device)
+        else:
+            out = _device.transfer(t, device, input_sharding.xla_spec(t), input_sharding.minibatch)
+        return out.requires_grad_(t.requires_grad)  # a new leaf, as torch_xla makes it
     return xu.for_each_instance_rewrite(
         datas, lambda v: type(v) is torch.Tensor and v.device.type == "cpu", transfer)
 

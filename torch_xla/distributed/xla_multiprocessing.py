@@ -98,6 +98,14 @@ def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn
     if count == 1 and hosts == 1:
         fn(0, *args)
         return None
+    run_processes(fn, args, count, daemon, start_method)
+    return None
+
+
+def run_processes(fn, args, count, daemon=False, start_method="spawn") -> None:
+    """Runs `fn(index, *args)` in `count` new processes (on each host) joined into one
+    runtime, and returns when all have ended (raises as `spawn` does)."""
+    hosts = int(os.environ.get("TORCH_XLA_NUM_HOSTS", "1"))
     import torch_xla.runtime as xr
     if start_method == "fork" and xr.is_initialized():
         raise RuntimeError("Runtime is already initialized: with start_method='fork' the processes "
@@ -122,7 +130,6 @@ def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn
             if p.is_alive():
                 p.kill()
             p.join()
-    return None
 
 
 def _join(procs, pipes):

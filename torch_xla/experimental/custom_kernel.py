@@ -138,3 +138,17 @@ def flash_attention(q, k, v, causal=False, q_segment_ids=None, kv_segment_ids=No
     return xb.call_jax_with_grad(
         _attention, (q, k, v, q_segment_ids, kv_segment_ids, ab),
         {"causal": bool(causal), "sm_scale": float(sm_scale)})
+
+
+def repeat_with_fixed_output_size(input: torch.Tensor, repeats: torch.Tensor,
+                                  total_repeat_length: int) -> torch.Tensor:
+    """`torch.repeat_interleave(input, repeats)` with a static output length,
+    `total_repeat_length`: cut there, or continued with `input`'s last value (1-D `input`
+    and `repeats`). No data-dependent shape, so the graph is not broken by a host read."""
+    if input.dim() != 1 or repeats.dim() != 1:
+        raise ValueError("repeat_with_fixed_output_size takes 1-D input and repeats, got "
+                         f"{input.dim()}-D and {repeats.dim()}-D")
+    ends = torch.cumsum(repeats, dim=0)
+    positions = torch.arange(total_repeat_length, device=input.device, dtype=ends.dtype)
+    source = torch.searchsorted(ends, positions, right=True).clamp(max=input.shape[0] - 1)
+    return input[source]

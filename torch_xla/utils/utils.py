@@ -163,8 +163,9 @@ def _rewrite(value, select_fn, fn, done):
         result = done[id(value)] = fn(value)
     elif isinstance(value, dict):
         result = done[id(value)] = {}
-        for k, v in value.items():
-            result[_rewrite(k, select_fn, fn, done)] = _rewrite(v, select_fn, fn, done)
+        for k, v in value.items():  # the key first, as for_each_instance visits them
+            key = _rewrite(k, select_fn, fn, done)
+            result[key] = _rewrite(v, select_fn, fn, done)
     elif isinstance(value, set):
         result = done[id(value)] = set()
         for x in value:

@@ -5,8 +5,8 @@ with the SPMD planners; a small metadata file there, written last (and renamed i
 place), marks it complete, and the manager tracks the complete ones, oldest first,
 deleting the oldest beyond `max_to_keep` only once a newer one is complete: a process
 killed while writing leaves every earlier checkpoint intact and its own ignored.
-`save_async` ends the step and reads the state to the host (`host_state`: sharded tensors
-as the blocks this process writes) on the calling thread, as torch_xla does; the
+`save_async` ends the step and reads the state to the host (`_sharded_cpu_state_dict`:
+sharded tensors as the blocks this process writes) on the calling thread, as torch_xla does; the
 background thread then writes CPU data only. It never touches the lazy engine, whose
 values and traces belong to the thread training on (a background read of them raced
 with the next steps' tracing). A save that failed raises from `join()` or the next
@@ -15,7 +15,6 @@ with the next steps' tracing). A save that failed raises from `join()` or the ne
 import logging
 import os
 import pickle
-import signal
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -30,9 +29,10 @@ from fsspec.core import url_to_fs
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
 
 import torch_xla
-import torch_xla.runtime as xr
+from torch_xla._lazy import preemption as _preemption
 
-from .planners import SPMDLoadPlanner, SPMDSavePlanner, host_state
+from ._helpers import _sharded_cpu_state_dict
+from .planners import SPMDLoadPlanner, SPMDSavePlanner
 
 _METADATA_FILE = ".manager_metadata"
 
@@ -41,28 +41,6 @@ _METADATA_FILE = ".manager_metadata"
 class _CheckpointMetadata:
     step: int
     ts: datetime
-
-
-class _PreemptionNotice:
-    """Whether this runtime was told to stop: through jax's preemption sync point across
-    processes, or a SIGTERM to this one process."""
-
-    def __init__(self):
-        self.seen = False
-        if xr.process_count() == 1 and threading.current_thread() is threading.main_thread():
-            previous = signal.getsignal(signal.SIGTERM)
-
-            def on_sigterm(signum, frame):
-                self.seen = True
-                if callable(previous):
-                    previous(signum, frame)
-            signal.signal(signal.SIGTERM, on_sigterm)
-
-    def reached(self, step: int) -> bool:
-        if xr.process_count() > 1:
-            from jax.experimental import multihost_utils
-            return multihost_utils.reached_preemption_sync_point(step)
-        return self.seen
 
 
 class CheckpointManager:
@@ -99,7 +77,8 @@ class CheckpointManager:
         self._futures = []
         self._save_lock = threading.Lock()
         self._tracked = self._load_tracked()
-        self._preemption = _PreemptionNotice() if chkpt_on_preemption else None
+        if chkpt_on_preemption:
+            _preemption.activate()
 
     def _load_tracked(self):
         fs, raw = url_to_fs(self.base_path)
@@ -164,7 +143,7 @@ class CheckpointManager:
         if not (force or self.should_save(step)):
             return False
         torch_xla.sync()
-        on_host = host_state(state_dict)
+        on_host = _sharded_cpu_state_dict(state_dict)
         self._pending.acquire()
         future = self._pool.submit(self._save, step, on_host)
         future.add_done_callback(lambda _: self._pending.release())
@@ -199,6 +178,6 @@ class CheckpointManager:
 
     def reached_preemption(self, step: int) -> bool:
         """Whether a preemption notice came (all processes agree at `step`)."""
-        if self._preemption is None:
+        if not self.chkpt_on_preemption:
             raise RuntimeError("this CheckpointManager was made with chkpt_on_preemption=False")
-        return self._preemption.reached(step)
+        return _preemption.reached(step)
