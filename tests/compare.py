@@ -1,10 +1,14 @@
 """Running one function on the CPU and on the XLA device, and comparing the two.
 
 `assert_same` is the one comparison of a device result with the CPU's: the device's tensors
-live on the XLA device (on the expected ones' device where those are not CPU tensors),
-dtypes and shapes are equal, floating values agree within a tolerance (NaNs in the same
-places), integer and bool values exactly; lists, tuples and dicts (state dicts included)
-element by element, None where the CPU has None.
+live on the XLA device (on the expected ones' device where those are not CPU tensors, on
+`device` where the test names it: "cpu" for values the device computed and the test brought
+back, such as losses, checkpoints and state dicts), dtypes and shapes are equal, floating
+values agree within a tolerance (NaNs in the same places), integer and bool values exactly;
+lists, tuples and dicts (state dicts included) element by element, None where the CPU has
+None. `ALLCLOSE` is `torch.allclose`'s tolerance and `EXACT` none at all. `misplaced` is
+its rule for a tensor's device, dtype and shape, which tests/opinfo/harness.py (with its own
+tolerances and float64 arbitration) shares.
 
 `fallbacks` is the one rule for what ran on the CPU: the engine counts each op it runs
 through the CPU fallback as a metrics counter named after the op's schema (`aten::NAME`,
@@ -18,6 +22,8 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
 RTOL, ATOL = 1.3e-6, 1e-5  # torch.testing's float32 tolerance; tests of other dtypes pass theirs
+ALLCLOSE = dict(rtol=1e-5, atol=1e-8)  # torch.allclose's
+EXACT = dict(rtol=0, atol=0)  # torch.equal's, with assert_same's checks of device, dtype and shape
 
 
 def to_xla(obj, device=None):
@@ -59,15 +65,27 @@ def assert_lowered():
     assert not ran, f"ran on the CPU: {sorted(ran)}"
 
 
-def assert_same(actual, expected, rtol=RTOL, atol=ATOL, path="out"):
+def misplaced(actual, expected, path="out", device=None):
+    """Why `actual` cannot be the device's result for the tensor `expected`: not a tensor, on
+    another device, of another dtype or shape (see the module docstring); None if it can."""
+    if not isinstance(actual, torch.Tensor):
+        return f"{path}: {type(actual).__name__}, not a tensor"
+    where = device or ("xla" if expected.device.type == "cpu" else expected.device.type)
+    if actual.device.type != where:
+        return f"{path}: on {actual.device}, expected on {where}"
+    if actual.dtype != expected.dtype:
+        return f"{path}: dtype {actual.dtype}, expected {expected.dtype}"
+    if actual.shape != expected.shape:
+        return f"{path}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    return None
+
+
+def assert_same(actual, expected, rtol=RTOL, atol=ATOL, path="out", device=None):
     """`actual` (from the device) is `expected` (from the CPU); see the module docstring."""
     if isinstance(expected, torch.Tensor):
-        assert isinstance(actual, torch.Tensor), f"{path}: {type(actual).__name__}, not a tensor"
-        device = "xla" if expected.device.type == "cpu" else expected.device.type
-        assert actual.device.type == device, f"{path}: on {actual.device}, expected on {device}"
+        why = misplaced(actual, expected, path, device)
+        assert why is None, why
         actual, expected = actual.detach().cpu(), expected.detach().cpu()
-        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype}, expected {expected.dtype}"
-        assert actual.shape == expected.shape, f"{path}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
         exact = not (expected.is_floating_point() or expected.is_complex())
         torch.testing.assert_close(actual, expected, rtol=0 if exact else rtol, atol=0 if exact else atol,
                                    equal_nan=True, msg=lambda m: f"{path}: {m}")
@@ -75,12 +93,12 @@ def assert_same(actual, expected, rtol=RTOL, atol=ATOL, path="out"):
         assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), \
             f"{path}: {actual!r}, expected {len(expected)} items"
         for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, rtol, atol, f"{path}[{i}]")
+            assert_same(a, e, rtol, atol, f"{path}[{i}]", device)
     elif isinstance(expected, dict):
         assert isinstance(actual, dict) and list(actual) == list(expected), \
             f"{path}: keys {list(actual) if isinstance(actual, dict) else actual!r}, expected {list(expected)}"
         for k in expected:
-            assert_same(actual[k], expected[k], rtol, atol, f"{path}[{k!r}]")
+            assert_same(actual[k], expected[k], rtol, atol, f"{path}[{k!r}]", device)
     else:
         assert actual == expected, f"{path}: {actual!r}, expected {expected!r}"
 

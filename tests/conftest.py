@@ -1,5 +1,5 @@
 """Test setup: one CPU device for the XLA client, the `dev` fixture, and the device-vs-CPU
-helpers of tests/compare.py, which tests import from here."""
+helpers of tests/compare.py, which tests import from there or from here."""
 import os
 
 os.environ.setdefault("CPU_NUM_DEVICES", "1")

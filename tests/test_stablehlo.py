@@ -2,8 +2,6 @@
 saved to a directory and loaded again in a fresh process without the model's code."""
 import importlib.util
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -13,6 +11,8 @@ import torch.nn as nn
 import torch_xla.core.xla_model as xm
 from torch_xla import _XLAC
 from torch_xla import stablehlo
+from tests.compare import assert_same
+from tests.fresh_process import python
 
 
 
@@ -41,7 +41,7 @@ def assert_outputs_equal(actual, expected):
     assert set(actual) == set(expected)
     for key in expected:
         assert actual[key].device.type == "xla"
-        torch.testing.assert_close(actual[key].cpu(), expected[key], rtol=1e-5, atol=1e-5)
+        assert_same(actual[key], expected[key], rtol=1e-5, atol=1e-5)
 
 
 def test_exports_text_and_bytecode_and_runs():
@@ -74,19 +74,16 @@ def test_saves_and_loads_in_a_fresh_process_without_the_model(tmp_path):
     script = textwrap.dedent(f"""
         import torch
         from torch_xla.stablehlo import StableHLOGraphModule
+        from tests.compare import assert_same
         io = torch.load({str(tmp_path / 'io.pt')!r})
         module = StableHLOGraphModule.load({str(tmp_path / 'model')!r})
         out = module(io["x"], io["scale"])
         for key, value in io["expected"].items():
             assert out[key].device.type == "xla", out[key].device
-            torch.testing.assert_close(out[key].cpu(), value, rtol=1e-5, atol=1e-5)
+            assert_same(out[key], value, rtol=1e-5, atol=1e-5)
         print("loaded and ran", sorted(out))
     """)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = python("-c", script, cwd=tmp_path)
     assert "loaded and ran ['logits', 'mean']" in done.stdout
 
 
@@ -103,7 +100,7 @@ def test_dynamic_dimension_stays_symbolic():
     for n in (1, 4, 9):
         x = torch.randn(n, 6)
         with torch.no_grad():
-            torch.testing.assert_close(module(x).cpu(), model(x), rtol=1e-5, atol=1e-6)
+            assert_same(module(x), model(x), rtol=1e-5, atol=1e-6)
 
 
 def test_random_ops_draw_from_the_device_generator():
@@ -135,14 +132,14 @@ def test_constants_become_inputs_without_inline_all_constant(tmp_path):
     assert kinds == [stablehlo.VariableType.INPUT_ARG, stablehlo.VariableType.CONSTANT]
     assert [float(c) for c in module._bundle.additional_constants] == [2.5]   # 1 stays inlined
     assert "2.5" not in module.get_stablehlo_text()
-    torch.testing.assert_close(module(x).cpu(), x * 2.5 + 1)
+    assert_same(module(x), x * 2.5 + 1)
     module.save(tmp_path, options)
     assert os.listdir(tmp_path / "constants") == ["0"]
-    torch.testing.assert_close(stablehlo.StableHLOGraphModule.load(tmp_path)(x).cpu(), x * 2.5 + 1)
+    assert_same(stablehlo.StableHLOGraphModule.load(tmp_path)(x), x * 2.5 + 1)
     half = torch.randn(3).half()  # a constant input keeps PyTorch's promotion: float16 stays
     out = stablehlo.exported_program_to_stablehlo(torch.export.export(Scaled(), (half,)), options)(half)
     assert out.dtype == torch.float16
-    torch.testing.assert_close(out.cpu(), half * 2.5 + 1)
+    assert_same(out, half * 2.5 + 1)
 
 
 def test_node_metadata_goes_into_the_locations():

@@ -10,6 +10,7 @@ import torch_xla.debug.metrics as met
 from tests.training._models import (CNN, MLP, TransformerLM, classification_batches, lm_batches,
                                     loss_of, train)
 from torch_xla._lazy.tensor import XLATensor, unwrap
+from tests.compare import assert_same
 
 STEPS = 4
 MODELS = {
@@ -66,14 +67,14 @@ def test_trains_like_the_lazy_path_and_the_cpu(dev, name):
     met.clear_counters()
     losses, compiles, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS)
 
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(lazy_losses), rtol=1e-5, atol=0)
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0)
+    assert_same(torch.tensor(losses), torch.tensor(lazy_losses), rtol=1e-5, atol=0, device="cpu")
+    assert_same(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0, device="cpu")
     # forward, backward, the first optimizer step (it creates the momentum buffers) and the
     # later one: then nothing compiles, neither graphs nor lazy programs
     assert compiles[1][0] == 4, compiles
     assert compiles[1] == compiles[-1], compiles
     for (key, expected), actual in zip(cpu_model.state_dict().items(), xla_model.state_dict().values()):
-        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-5, msg=key)
+        assert_same(actual, expected, rtol=1e-4, atol=1e-5, path=key)
 
 
 def test_steady_training_step_runs_three_programs_and_no_lazy_one(dev):
@@ -126,7 +127,7 @@ def test_an_alias_of_a_parameter_sees_each_step(dev):
         before = model.weight.detach().cpu()
         step()
         assert not torch.equal(model.weight.detach().cpu(), before)
-        torch.testing.assert_close(alias.cpu(), model.weight.detach().cpu(), rtol=0, atol=0)
+        assert_same(alias, model.weight.detach().cpu(), rtol=0, atol=0)
 
 
 def test_small_pending_inputs_are_computed_inside_the_program(dev):
@@ -136,15 +137,15 @@ def test_small_pending_inputs_are_computed_inside_the_program(dev):
     xd, yd = x.to(dev), y.to(dev)
     met.clear_counters()
     small = (xd * 2).t()                          # two lazy ops, not yet computed
-    torch.testing.assert_close(compiled(small, yd).cpu(), (x * 2).t() * y + 1)
+    assert_same(compiled(small, yd), (x * 2).t() * y + 1)
     assert count("CachedCompile") == 0 and count("UncachedCompile") == 1  # no lazy program
     assert unwrap(small)._value.pending          # still pending: computed when needed
-    torch.testing.assert_close(small.cpu(), (x * 2).t())
+    assert_same(small, (x * 2).t())
     large = xd
     for _ in range(20):                           # a graph too large to compute twice
         large = large * 1.01
     met.clear_counters()
-    torch.testing.assert_close(compiled(large, yd).cpu(), x * 1.01 ** 20 * y + 1, rtol=1e-5, atol=1e-5)
+    assert_same(compiled(large, yd), x * 1.01 ** 20 * y + 1, rtol=1e-5, atol=1e-5)
     assert count("UncachedCompile") == 1          # the lazy program; the graph's was compiled
     assert not unwrap(large)._value.pending
 
@@ -159,7 +160,7 @@ def test_adamw_step_is_one_program(dev):
     cpu_losses, _, cpu_model = train(copy.deepcopy(model), "cpu", adamw, batches, STEPS)
     met.clear_counters()
     losses, compiles, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS, adamw)
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0)
+    assert_same(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0, device="cpu")
     assert count("DynamoLazyGraph") == 0
     # the step counts (CPU tensors) are counted on the host: the only reads from the
     # device are the losses' .item()
@@ -168,7 +169,7 @@ def test_adamw_step_is_one_program(dev):
     # Adam divides by the gradients' running scale: rounding noise in tiny gradients moves
     # weights by up to ~1e-5 (the lazy path's too)
     for (key, expected), actual in zip(cpu_model.state_dict().items(), xla_model.state_dict().values()):
-        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-3, atol=1e-4, msg=key)
+        assert_same(actual, expected, rtol=1e-3, atol=1e-4, path=key)
 
 
 @pytest.mark.parametrize("backend", ["openxla", "openxla_eval"])
@@ -181,7 +182,7 @@ def test_inference(dev, name, backend):
     met.clear_counters()
     with torch.no_grad():
         for x, _ in make_batches()[:3]:
-            torch.testing.assert_close(compiled(x.to(dev)).cpu(), model(x), rtol=1e-5, atol=1e-5)
+            assert_same(compiled(x.to(dev)), model(x), rtol=1e-5, atol=1e-5)
     assert count("DynamoCompile") == 1
     assert count("DynamoExecute") == 3
 
@@ -194,10 +195,10 @@ def test_one_compilation_per_guard_set(dev):
     a, b = torch.randn(4, 4), torch.randn(4, 8)
     met.clear_counters()
     for _ in range(3):
-        torch.testing.assert_close(compiled(a.to(dev), a.to(dev)).cpu(), f(a, a))
+        assert_same(compiled(a.to(dev), a.to(dev)), f(a, a))
     assert count("DynamoCompile") == 1
     assert count("UncachedCompile") == 1
-    torch.testing.assert_close(compiled(a.to(dev), b.to(dev)).cpu(), f(a, b))  # new shapes
+    assert_same(compiled(a.to(dev), b.to(dev)), f(a, b))  # new shapes
     assert count("DynamoCompile") == 2
     for _ in range(3):  # both guard sets cached
         compiled(a.to(dev), a.to(dev))
@@ -216,7 +217,7 @@ def test_dynamic_sizes_compile_once_per_size(dev):
     met.clear_counters()
     for n in (2, 3, 5, 3, 5, 2):
         x = torch.randn(n, 4)
-        torch.testing.assert_close(compiled(x.to(dev)).cpu(), f(x))
+        assert_same(compiled(x.to(dev)), f(x))
     assert count("DynamoCompile") == 4  # 2 (static graph), then 3, 5 and 2 (symbolic graph)
 
 
@@ -229,8 +230,8 @@ def test_graph_break_runs_the_rest_lazily(dev):
     compiled = torch.compile(f, backend="openxla")
     x = torch.randn(5, 6)
     met.clear_counters()
-    torch.testing.assert_close(compiled(x.to(dev)).cpu(), f(x))
-    torch.testing.assert_close(compiled(x.to(dev)).cpu(), f(x))
+    assert_same(compiled(x.to(dev)), f(x))
+    assert_same(compiled(x.to(dev)), f(x))
     assert count("DynamoCompile") == 2  # one graph before the break, one after
     # the engine's own code runs as written: dynamo compiled none of its frames
     entries = torch._C._dynamo.eval_frame._debug_get_cache_entry_list(
@@ -244,7 +245,7 @@ def test_compiled_and_lazy_code_mix(dev):
     pending = x.to(dev) * 2                       # lazy: not yet computed
     out = compiled(pending, y.to(dev))
     result = (out.exp() + pending).cpu()          # the output used on the lazy path
-    torch.testing.assert_close(result, ((x * 2) * y + 1).exp() + x * 2)
+    assert_same(result, ((x * 2) * y + 1).exp() + x * 2, device="cpu")
 
 
 def test_optimizer_step_writes_parameters_in_place_and_donates(dev):
@@ -264,11 +265,11 @@ def test_optimizer_step_writes_parameters_in_place_and_donates(dev):
     assert count("DynamoCompile") == 0 and count("UncachedCompile") == 0
     for p, before, g, m in zip(model.parameters(), reference, grads, momentum):
         m = 0.9 * m + g
-        torch.testing.assert_close(opt.state[p]["momentum_buffer"].cpu(), m)
-        torch.testing.assert_close(p.detach().cpu(), before - 0.1 * m)
+        assert_same(opt.state[p]["momentum_buffer"], m)
+        assert_same(p.detach(), before - 0.1 * m)
     assert old[0].is_deleted()                    # the weight's old buffer was donated
     assert not old[1].is_deleted()                # the held bias' was not
-    torch.testing.assert_close(held.cpu(), reference[1])
+    assert_same(held, reference[1])
 
 
 def test_batch_norm_buffers_are_written_back(dev):
@@ -277,9 +278,9 @@ def test_batch_norm_buffers_are_written_back(dev):
     compiled = torch.compile(copy.deepcopy(model).to(dev), backend="openxla")
     for _ in range(3):
         x = torch.randn(5, 4)
-        torch.testing.assert_close(compiled(x.to(dev)).cpu(), model(x), rtol=1e-5, atol=1e-5)
+        assert_same(compiled(x.to(dev)), model(x), rtol=1e-5, atol=1e-5)
     for key, value in model.state_dict().items():
-        torch.testing.assert_close(compiled._orig_mod.state_dict()[key].cpu(), value, msg=key)
+        assert_same(compiled._orig_mod.state_dict()[key], value, path=key)
 
 
 def test_graph_that_cannot_be_one_program_runs_lazily(dev):
@@ -291,7 +292,7 @@ def test_graph_that_cannot_be_one_program_runs_lazily(dev):
     met.clear_counters()
     out = compiled(x.to(dev))
     assert out.device.type == "cpu"
-    torch.testing.assert_close(out, f(x))
+    assert_same(out, f(x))
     assert count("DynamoLazyGraph") == 1
 
 
@@ -301,7 +302,7 @@ def test_openxla_eval_keeps_gradients_through_the_lazy_path(dev):
     x = torch.randn(4, 3)
     compiled(x.to(dev)).sum().backward()
     model(x).sum().backward()
-    torch.testing.assert_close(compiled.weight.grad.cpu(), model.weight.grad)
+    assert_same(compiled.weight.grad, model.weight.grad)
 
 
 def test_dropout_draws_new_masks_without_recompiling(dev):

@@ -1,14 +1,12 @@
 """The XLA device guard without a C++ compiler: `import torch_xla` and training work where no
 compiler can be found, and where no guard can be had, using the device raises naming the fix."""
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.fresh_process import python
 
 _TRAIN = """
 import torch
@@ -35,10 +33,8 @@ def _run_without_compiler(tmp_path, script, **env):
     bare = tmp_path / "bin"
     bare.mkdir(exist_ok=True)
     cache = tmp_path / "extensions"
-    environment = dict(os.environ, PATH=str(bare), CXX=str(tmp_path / "missing-c++"),
-                       TORCH_EXTENSIONS_DIR=str(cache), PYTHONPATH=ROOT, **env)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT,
-                          env=environment, capture_output=True, text=True, timeout=300)
+    proc = python("-c", textwrap.dedent(script), check=False,
+                  env=dict(env, PATH=bare, CXX=tmp_path / "missing-c++", TORCH_EXTENSIONS_DIR=cache))
     assert not cache.exists() or not any(cache.iterdir()), "something was compiled"
     return proc
 

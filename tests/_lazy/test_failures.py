@@ -8,6 +8,7 @@ import torch
 
 import torch_xla.core.xla_model as xm
 from torch_xla._lazy.lowering import lookup, lower
+from tests.compare import assert_same
 
 # An op whose lowering fails, as a bug in a lowering would: PyTorch runs it on the CPU and
 # knows its shapes (meta), the engine traces it, and it fails when its program is compiled.
@@ -66,7 +67,7 @@ def test_a_failing_lowering_names_its_op_and_the_next_step_trains(dev):
     xm.mark_step()
     assert last.item() == pytest.approx(losses[2].item(), rel=1e-5)
     for p, q in zip(model.parameters(), cpu_model.parameters()):
-        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
+        assert_same(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
     del logged
     xm.mark_step()  # nothing failed is left pending
 
@@ -97,7 +98,7 @@ def test_an_op_the_backward_pass_made_names_the_line_that_called_backward(dev, m
     w.grad = None
     torch.tanh(w).sum().backward()  # the next step trains
     xm.mark_step()
-    torch.testing.assert_close(w.grad.cpu(), torch.full((13, 7), 1 - torch.tanh(torch.tensor(1.0)).item() ** 2))
+    assert_same(w.grad, torch.full((13, 7), 1 - torch.tanh(torch.tensor(1.0)).item() ** 2))
 
 
 def test_a_failing_collective_names_the_line_of_its_call(dev, monkeypatch):

@@ -7,20 +7,20 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from tests.conftest import compiles
-from torch_xla._lazy import compiler, graph_cache, runner
+from tests.compare import ALLCLOSE, EXACT, assert_same, compiles
+from torch_xla._lazy import graph_cache, graph_program, runner
 
 
 @pytest.fixture
 def walks(monkeypatch):
     """Counts the graph walks `mark_step` makes."""
     count = [0]
-    real = compiler.walk
+    real = graph_program.walk
 
     def counted(*args, **kwargs):
         count[0] += 1
         return real(*args, **kwargs)
-    monkeypatch.setattr(compiler, "walk", counted)
+    monkeypatch.setattr(graph_program, "walk", counted)
     return count
 
 
@@ -40,7 +40,7 @@ def test_a_steady_loop_finds_its_graph_without_walking_it(dev, walks):
     for step in range(4):
         y = _chain(x, 1.0 + step / 10)  # new scalars, same program
         xm.mark_step()
-        assert torch.allclose(y.cpu(), _chain(x.cpu(), 1.0 + step / 10))
+        assert_same(y, _chain(x.cpu(), 1.0 + step / 10), **ALLCLOSE)
     assert walks[0] == w and compiles() == n
     assert met.counter_value("CachedCompile") >= 4
 
@@ -83,7 +83,7 @@ def test_a_donation_pattern_change_takes_the_walk(dev, walks):
     w0 = w0 * 0.5
     xm.mark_step()
     assert walks[0] == before + 1  # the old buffer is held: not donated, another program
-    assert torch.equal(w0.cpu(), keep.cpu() * 0.5)
+    assert_same(w0, keep.cpu() * 0.5, **EXACT)
 
 
 def _last_program():
@@ -99,11 +99,11 @@ def test_bases_of_views_are_no_outputs_and_keep_their_values(dev):
     xm.mark_step()
     assert len(_last_program().roots) == 2  # b and c; a is b transposed back
     expected = x.cpu() @ y.cpu()
-    assert torch.allclose(b.cpu(), expected.t(), atol=1e-5)
-    assert torch.allclose(c.cpu(), expected.sum(0).view(2, 2), atol=1e-5)
-    assert torch.allclose(a.cpu(), expected, atol=1e-5)
+    assert_same(b, expected.t(), rtol=1e-5, atol=1e-5)
+    assert_same(c, expected.sum(0).view(2, 2), rtol=1e-5, atol=1e-5)
+    assert_same(a, expected, rtol=1e-5, atol=1e-5)
     a.add_(1)  # writing the base updates its views
-    assert torch.allclose(b.cpu(), expected.t() + 1, atol=1e-5)
+    assert_same(b, expected.t() + 1, rtol=1e-5, atol=1e-5)
 
 
 def test_weight_gradients_are_outputs_once_and_training_matches_cpu(dev):
@@ -123,8 +123,8 @@ def test_weight_gradients_are_outputs_once_and_training_matches_cpu(dev):
     # Outputs: 4 parameters, 4 momentum buffers, 4 gradients; no base of a gradient's view.
     assert len(_last_program().roots) == 12
     for p, q in zip(model.parameters(), cpu.parameters()):
-        assert torch.allclose(p.cpu(), q, atol=1e-5)
-        assert torch.allclose(p.grad.cpu(), q.grad, atol=1e-5)
+        assert_same(p, q, rtol=1e-5, atol=1e-5)
+        assert_same(p.grad, q.grad, rtol=1e-5, atol=1e-5)
 
 
 def test_each_donated_buffer_goes_to_the_output_that_updates_it(dev):
@@ -142,4 +142,4 @@ def test_each_donated_buffer_goes_to_the_output_that_updates_it(dev):
     program = _last_program()
     copied = re.findall(r"copy\(%donated", program.compiled.as_text())
     assert program.n_donated == 2 and not copied
-    assert torch.allclose(g.cpu(), x.cpu() * 2)
+    assert_same(g, x.cpu() * 2, **ALLCLOSE)

@@ -5,16 +5,13 @@ import fcntl
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 import torch.utils.cpp_extension as cpp_extension
 
+from tests.fresh_process import start
 from torch_xla._lazy import device_guard, guard_build
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _IMPORT = """
 import torch
@@ -32,22 +29,19 @@ pytestmark = pytest.mark.skipif(
 
 
 def _start(extensions, **env):
-    environment = dict(os.environ, TORCH_EXTENSIONS_DIR=str(extensions), PYTHONPATH=ROOT,
-                       CPU_NUM_DEVICES="2", **env)
-    return subprocess.Popen([sys.executable, "-c", _IMPORT], cwd=ROOT, env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return start("-c", _IMPORT, env=dict(env, TORCH_EXTENSIONS_DIR=extensions, CPU_NUM_DEVICES=2),
+                 start_new_session=True)
 
 
 def _folder(extensions):
     return extensions / os.path.basename(guard_build.directory())
 
 
-def _wait_for_build(proc, folder, deadline=240):
+def _wait_for_build(proc, folder, deadline=900):
     """Returns once `proc` is compiling: ninja's file is written in its build directory."""
     stem = device_guard.library_stem()
-    start = time.monotonic()
-    while time.monotonic() - start < deadline:
+    began = time.monotonic()
+    while time.monotonic() - began < deadline:
         if list(folder.glob(f"{stem}.build-*/build.ninja")):
             return
         assert proc.poll() is None, "the import ended before its build was seen"
@@ -84,7 +78,7 @@ def test_a_build_held_by_a_live_process_is_waited_for_then_explained(tmp_path):
         lock.write(str(os.getpid()))
         lock.flush()
         proc = _start(extensions, TORCH_XLA_GUARD_BUILD_TIMEOUT="1")
-        out, err = proc.communicate(timeout=300)
+        out, err = proc.communicate(timeout=900)
     assert f"process {os.getpid()} has been compiling the device guard for over 1 s" in err
     assert f"still holds {lock_path}" in err and "TORCH_XLA_GUARD_BUILD_TIMEOUT" in err
     # The import went on to the next route: PyTorch's Python guard serves xla:0 only, so

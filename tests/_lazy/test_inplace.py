@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from tests.conftest import to_xla
+from tests.conftest import assert_same, to_xla
 
 OPS = [
     lambda x, a, b: x.add_(a, alpha=0.5),
@@ -28,8 +28,8 @@ def test_through_views_and_on_the_base(dev, op):
     view, view_d = x.t()[1:4], xd.t()[1:4]
     OPS[op](view, a.t()[1:4], b.t()[1:4])
     OPS[op](view_d, ad.t()[1:4], bd.t()[1:4])
-    torch.testing.assert_close(xd.cpu(), x)
-    torch.testing.assert_close(view_d.cpu(), view)
+    assert_same(xd, x)
+    assert_same(view_d, view)
 
 
 def test_autograd_through_hot_inplace_ops(dev):
@@ -39,7 +39,7 @@ def test_autograd_through_hot_inplace_ops(dev):
         y = t * 2
         y.addcmul_(t, t, value=0.5).mul_(3.0)
         y.sum().backward()
-    torch.testing.assert_close(wd.grad.cpu(), w.grad)
+    assert_same(wd.grad, w.grad)
 
 
 @pytest.mark.parametrize("make", [
@@ -90,7 +90,7 @@ def test_views_of_an_updated_parameter_are_not_rebuilt(dev, monkeypatch):
     traced = _traced_ops(monkeypatch)
     y = x @ p.t()
     assert traced == ["aten.t_copy.default", "aten.mm.default"]
-    torch.testing.assert_close(y.cpu(), x.cpu() @ p.detach().cpu().t())
+    assert_same(y, x.cpu() @ p.detach().cpu().t())
 
 
 def test_aliases_of_an_updated_tensor_see_the_update(dev):
@@ -107,7 +107,7 @@ def test_aliases_of_an_updated_tensor_see_the_update(dev):
             p.add_(p)
         return w, p.detach(), v.detach(), data
     for got, expected in zip(run(dev), run("cpu")):
-        torch.testing.assert_close(got.cpu(), expected)
+        assert_same(got, expected)
 
 
 def test_dispatch_modes_see_the_functional_op(dev):
@@ -123,7 +123,7 @@ def test_dispatch_modes_see_the_functional_op(dev):
     with Log():
         x.mul_(2.0)
     assert Log.ops == [torch.ops.aten.mul.Tensor]
-    torch.testing.assert_close(x.cpu(), torch.full((3,), 2.0))
+    assert_same(x, torch.full((3,), 2.0))
 
 
 def test_a_result_of_a_wider_dtype_is_cast_to_self(dev):
@@ -133,7 +133,7 @@ def test_a_result_of_a_wider_dtype_is_cast_to_self(dev):
         return h
     got, expected = run(dev), run("cpu")
     assert got.dtype == torch.float16
-    torch.testing.assert_close(got.cpu(), expected)
+    assert_same(got, expected)
 
 
 @pytest.mark.parametrize("make", [
@@ -148,8 +148,8 @@ def test_views_of_a_new_tensor_are_not_rebuilt(dev, monkeypatch, make):
     traced = _traced_ops(monkeypatch)
     y = x.t() * 2
     assert traced == ["aten.t_copy.default", "aten.mul.Tensor"]
-    torch.testing.assert_close(y.cpu(), make("cpu").t() * 2)
+    assert_same(y, make("cpu").t() * 2)
     x.zero_()[1:].fill_(7.0)
     expected = make("cpu")
     expected.zero_()[1:].fill_(7.0)
-    torch.testing.assert_close(x.cpu(), expected)
+    assert_same(x, expected)

@@ -1,6 +1,7 @@
 import torch
 
 import torch_xla.core.xla_model as xm
+from tests.compare import EXACT, assert_same
 
 
 def test_manual_seed_makes_draws_reproducible(dev):
@@ -40,7 +41,7 @@ def test_set_and_get_rng_state(dev):
     assert xm.get_rng_state(dev) == 123
     a = torch.randn(3, device=dev).cpu()
     xm.set_rng_state(123, dev)
-    assert torch.equal(torch.randn(3, device=dev).cpu(), a)
+    assert_same(torch.randn(3, device=dev), a, **EXACT)
 
 
 def test_rng_state_restores_the_stream_exactly(dev):
@@ -50,8 +51,8 @@ def test_rng_state_restores_the_stream_exactly(dev):
     a = torch.rand(5, device=dev).cpu()
     b = torch.randn(2, device=dev).cpu()
     xm.set_rng_state(state, dev)
-    assert torch.equal(torch.rand(5, device=dev).cpu(), a)
-    assert torch.equal(torch.randn(2, device=dev).cpu(), b)
+    assert_same(torch.rand(5, device=dev), a, **EXACT)
+    assert_same(torch.randn(2, device=dev), b, **EXACT)
 
 
 def test_sampling_ops_are_lowered_and_follow_their_laws(dev):

@@ -1,8 +1,5 @@
 """The XLA tensor as users see it: device, factories, printing, transfers, scalars, layout."""
 import io
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -10,6 +7,8 @@ import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
+from tests.compare import EXACT, assert_same
+from tests.fresh_process import python
 
 
 def test_device_names():
@@ -50,7 +49,7 @@ def test_factories_match_cpu(dev):
         expected, actual = make("cpu"), make(dev)
         assert actual.device == dev
         assert actual.dtype == expected.dtype and actual.shape == expected.shape
-        assert torch.equal(actual.cpu(), expected)
+        assert_same(actual, expected, **EXACT)
 
 
 def test_random_factories_shape_dtype_and_range(dev):
@@ -72,7 +71,7 @@ def test_round_trip_every_dtype(dev, dtype):
     on_device = src.to(dev)
     assert on_device.dtype == dtype
     assert torch.equal(on_device.cpu().view(torch.uint8), src.view(torch.uint8))
-    assert torch.equal((on_device.float() * 2).cpu(), src.float() * 2)
+    assert_same((on_device.float() * 2), src.float() * 2, **EXACT)
 
 
 @pytest.mark.parametrize("make", [
@@ -152,7 +151,7 @@ def test_save_and_load_through_the_cpu(dev, tmp_path):
     t = torch.randn(3, 3, device=dev)
     torch.save(t.cpu(), tmp_path / "t.pt")
     loaded = torch.load(tmp_path / "t.pt").to(dev)
-    assert torch.equal(loaded.cpu(), t.cpu())
+    assert_same(loaded, t.cpu(), **EXACT)
     buf = io.BytesIO()
     torch.save({"w": t.cpu()}, buf)
     buf.seek(0)
@@ -179,12 +178,10 @@ def test_storage_data_pointer_is_zero_as_in_torch_xla(dev):
 
 def test_a_device_count_that_cannot_take_effect_is_an_error_naming_the_variable():
     """jax started by the user before torch_xla, with another count: no silent collapse."""
-    env = dict(os.environ, CPU_NUM_DEVICES="3")
     script = ("import jax; jax.devices()\n"
               "import torch, torch_xla.core.xla_model as xm\n"
               "torch.randn(2, 2, device=xm.xla_device())\n")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = python("-c", script, env={"CPU_NUM_DEVICES": 3}, check=False)
     assert proc.returncode != 0
     assert "CPU_NUM_DEVICES=3 cannot take effect" in proc.stderr, proc.stderr[-2000:]
 
@@ -194,14 +191,11 @@ def test_a_device_count_that_cannot_take_effect_is_an_error_naming_the_variable(
 def test_the_readme_example_then_four_devices(first):
     """The first call creating a tensor on the device starts the runtime with every
     configured device, whether it names the device through xm or as a string."""
-    env = dict(os.environ, CPU_NUM_DEVICES="4")
     script = ("import torch, torch_xla, torch_xla.core.xla_model as xm\n"
               f"t = {first}\n"
               "t3 = torch.ones(2, device='xla:3') + 1\n"
               "print(len(xm.get_xla_supported_devices()), (t + 1).cpu().shape, t3.cpu().tolist())\n")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = python("-c", script, env={"CPU_NUM_DEVICES": 4})
     assert proc.stdout.split() == ["4", "torch.Size([2,", "2])", "[2.0,", "2.0]"]
 
 
@@ -226,4 +220,4 @@ def test_the_live_tensor_registry_forgets_dead_tensors_without_a_sync(dev):
     assert positions == sorted(positions)
     assert len(tensor._refs) == len(live)  # read: pruned
     xm.mark_step()
-    torch.testing.assert_close(kept[-1].cpu(), torch.full((3,), 4001.0))
+    assert_same(kept[-1], torch.full((3,), 4001.0))

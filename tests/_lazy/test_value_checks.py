@@ -1,6 +1,7 @@
 """Value checks PyTorch makes on the CPU (indices out of range, integer division by zero):
 on XLA they raise PyTorch's error at the next sync after the step's program ran (a host
 read, the next `mark_step`, `wait_device_ops`), from an output of the step's program."""
+import gc
 import io
 import math
 
@@ -188,6 +189,19 @@ def test_a_value_of_a_failed_check_raises_when_read_after_mark_step():
     xm.mark_step()  # the error was raised to its reader: this step is not blamed for it
     xm.mark_step()
     assert y.cpu().tolist() == [2.0, 2.0]
+
+
+def test_a_failed_read_leaves_no_reader_state_behind():
+    """The kept error holds no frame of the read that raised it: printing holds a guard
+    disabling functorch in a local, which must not outlive the failed print."""
+    x, i = to_xla((ar(3), L(5)))
+    v = x[i]
+    xm.mark_step()
+    for _ in range(2):
+        with pytest.raises(IndexError):
+            repr(v)
+    gc.collect()
+    assert torch.func.grad(lambda t: (t * t).sum())(torch.ones(2)).tolist() == [2.0, 2.0]
 
 
 def test_a_divisor_check_guards_the_quotient():

@@ -3,7 +3,7 @@ and writes through a view must still be seen by its base and by every other view
 import pytest
 import torch
 
-from tests.conftest import check_lowered
+from tests.compare import EXACT, assert_same, check_lowered
 
 
 def writes(fn):
@@ -120,7 +120,7 @@ def test_detach_shares_values_and_drops_grad(dev):
     y = x.detach()
     y[0] = 5
     assert not y.requires_grad and x.requires_grad
-    assert torch.equal(x.detach().cpu(), torch.tensor([5.0, 1.0, 1.0]))
+    assert_same(x.detach(), torch.tensor([5.0, 1.0, 1.0]), **EXACT)
 
 
 def test_views_always_look_contiguous(dev):
@@ -143,15 +143,18 @@ def test_linear_on_a_1d_input_with_backward():
 
 
 def test_linear_module_on_a_1d_input(dev):
+    """nn.Linear on a 1-D input ends in squeeze_ under autograd (seed 2.3)."""
     torch.manual_seed(0)
     cpu = torch.nn.Linear(4, 2)
     xla = torch.nn.Linear(4, 2).to(dev)
     xla.load_state_dict(cpu.state_dict())
     x = torch.randn(4)
     for m, inp in ((cpu, x), (xla, x.to(dev))):
-        m(inp).square().sum().backward()
-    torch.testing.assert_close(xla.weight.grad.cpu(), cpu.weight.grad)
-    torch.testing.assert_close(xla.bias.grad.cpu(), cpu.bias.grad)
+        out = m(inp)
+        assert out.shape == (2,)
+        out.square().sum().backward()
+    assert_same(xla.weight.grad, cpu.weight.grad)
+    assert_same(xla.bias.grad, cpu.bias.grad)
 
 
 def test_autograd_through_views_and_in_place_ops():
@@ -189,8 +192,8 @@ def test_data_in_place_does_not_track_grad(dev):
     w = torch.ones(3, device=dev, requires_grad=True)
     w.data.mul_(4)
     (w * 2).sum().backward()
-    assert torch.equal(w.detach().cpu(), torch.full((3,), 4.0))
-    assert torch.equal(w.grad.cpu(), torch.full((3,), 2.0))
+    assert_same(w.detach(), torch.full((3,), 4.0), **EXACT)
+    assert_same(w.grad, torch.full((3,), 2.0), **EXACT)
 
 
 def test_requires_grad_():

@@ -6,7 +6,7 @@ import torch
 import torch_xla
 import torch_xla.debug.metrics as met
 from torch_xla.amp import syncfree
-from tests.conftest import to_xla
+from tests.compare import EXACT, assert_same, to_xla
 
 CASES = [
     (syncfree.SGD, torch.optim.SGD, dict(lr=0.1)),
@@ -43,14 +43,14 @@ def _run(opt_cls, kwargs, device, skips):
 def test_steps_match_torch_and_skipped_steps_change_nothing(xla_cls, torch_cls, kwargs, dev):
     skips = [0, 1, 0, 0, 1, 0]
     expected = _run(torch_cls, kwargs, None, skips)
-    torch.testing.assert_close(_run(xla_cls, kwargs, dev, skips), expected, rtol=1e-5, atol=1e-6)
+    assert_same(_run(xla_cls, kwargs, dev, skips), expected, rtol=1e-5, atol=1e-6, device="cpu")
 
 
 def test_a_skipped_first_step_leaves_no_momentum(dev):
     """The momentum buffer starts from the first step that is taken."""
     kwargs = dict(lr=0.1, momentum=0.9)
-    torch.testing.assert_close(_run(syncfree.SGD, kwargs, dev, [1, 0, 0]),
-                               _run(torch.optim.SGD, kwargs, None, [1, 0, 0]))
+    assert_same(_run(syncfree.SGD, kwargs, dev, [1, 0, 0]), _run(torch.optim.SGD, kwargs, None, [1, 0, 0]),
+                device="cpu")
 
 
 def test_deciding_on_found_inf_runs_nothing_before_the_step_ends(dev):
@@ -63,7 +63,7 @@ def test_deciding_on_found_inf_runs_nothing_before_the_step_ends(dev):
     opt.step(found_inf=found_inf)
     assert (met.counter_value("CachedCompile") or 0, met.counter_value("UncachedCompile") or 0) == executions
     torch_xla.sync()
-    assert torch.equal(p.detach().cpu(), torch.ones(4))
+    assert_same(p.detach(), torch.ones(4), **EXACT)
 
 
 def test_found_inf_must_be_a_scalar(dev):
@@ -80,4 +80,4 @@ def test_without_found_inf_a_step_is_torchs(dev):
     ref = torch.nn.Parameter(torch.ones(2))
     ref.grad = torch.ones(2)
     torch.optim.Adam([ref], lr=0.5).step()
-    torch.testing.assert_close(p.detach().cpu(), ref.detach())
+    assert_same(p.detach(), ref.detach())

@@ -10,6 +10,12 @@ pytest.importorskip("accelerate", reason="accelerate is a client pinned in requi
 
 import torch_xla  # noqa: E402
 from tests.clients import _accelerate  # noqa: E402
+from tests.compare import assert_same
+
+
+def _tensors(weights):
+    """The weights of a result (lists of floats, as JSON carries them) as float32 tensors."""
+    return [torch.tensor(w) for w in weights]
 
 
 @pytest.fixture
@@ -34,7 +40,8 @@ def test_constructors_choose_the_xla_device(kwargs, fresh_state):
 def test_training_on_one_device_matches_sgd_on_the_cpu(tmp_path, fresh_state):
     result = _accelerate.train(str(tmp_path))
     assert result["device"] == "xla:0" and result["processes"] == 1
-    torch.testing.assert_close(result["weights"], _accelerate.reference_weights(1), rtol=1e-5, atol=1e-5)
+    assert_same(_tensors(result["weights"]), _tensors(_accelerate.reference_weights(1)), rtol=1e-5, atol=1e-5,
+                device="cpu")
     assert all(len(g) == 1 for g in result["gathered"])
     assert result["gathered"][-1][0] < result["gathered"][0][0]
     assert result["restored"] and "pytorch_model.bin" in result["files"]
@@ -50,9 +57,9 @@ def test_four_processes_train_like_sgd_on_the_global_batch(tmp_path, monkeypatch
     torch_xla.launch(_accelerate.replica, args=(str(tmp_path),))
     results = [json.loads((tmp_path / f"replica{i}.json").read_text()) for i in range(4)]
     assert [(r["processes"], r["index"]) for r in results] == [(4, i) for i in range(4)]
-    expected = _accelerate.reference_weights(4)
+    expected = _tensors(_accelerate.reference_weights(4))
     for r in results:
-        torch.testing.assert_close(r["weights"], expected, rtol=1e-5, atol=1e-5)
+        assert_same(_tensors(r["weights"]), expected, rtol=1e-5, atol=1e-5, device="cpu")
         assert r["gathered"] == results[0]["gathered"]  # every replica sees every loss
         assert all(len(g) == 4 for g in r["gathered"]) and r["restored"]
     assert len(set(results[0]["gathered"][0])) == 4  # one distinct loss per replica's batch

@@ -2,9 +2,6 @@
 train on the CPU, and a LightningModule fits, with save_checkpoint, through Lightning's XLA
 strategies: SingleDeviceXLAStrategy in this process, XLAStrategy on 4 devices."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -12,8 +9,8 @@ import torch
 pytest.importorskip("lightning", reason="lightning is a client pinned in requirements-ci.txt")
 
 from tests.clients import _lightning  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.compare import assert_same
+from tests.fresh_process import python
 
 
 def _checkpoint_weights(path):
@@ -40,35 +37,32 @@ def test_lightning_sees_no_tpu_here():
 def test_cpu_and_auto_still_train_on_the_cpu(accelerator, tmp_path):
     result = _lightning.fit(accelerator, 1, str(tmp_path))
     assert (result["strategy"], result["accelerator"]) == ("SingleDeviceStrategy", "CPUAccelerator")
-    torch.testing.assert_close(_checkpoint_weights(result["checkpoint"]), _lightning.reference_weights())
+    assert_same(_checkpoint_weights(result["checkpoint"]), _lightning.reference_weights(), device="cpu")
 
 
 def test_single_device_xla_strategy(tmp_path, xla_available):
     result = _lightning.fit("tpu", 1, str(tmp_path))
     assert (result["strategy"], result["accelerator"]) == ("SingleDeviceXLAStrategy", "XLAAccelerator")
-    torch.testing.assert_close(_checkpoint_weights(result["checkpoint"]), _lightning.reference_weights(),
-                               rtol=1e-5, atol=1e-5)
+    assert_same(_checkpoint_weights(result["checkpoint"]), _lightning.reference_weights(), rtol=1e-5, atol=1e-5,
+                device="cpu")
 
 
 def test_xla_strategy_on_four_devices(tmp_path):
-    env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
-    subprocess.run([sys.executable, "-m", "tests.clients._lightning", "fit", "4", str(tmp_path)], env=env,
-                   cwd=ROOT, check=True, timeout=600)
+    python("-m", "tests.clients._lightning", "fit", 4, tmp_path, env={"CPU_NUM_DEVICES": 4})
     result = json.loads((tmp_path / "result.json").read_text())
     assert (result["strategy"], result["accelerator"]) == ("XLAStrategy", "XLAAccelerator")
-    torch.testing.assert_close(_checkpoint_weights(result["checkpoint"]), _lightning.reference_weights(),
-                               rtol=1e-5, atol=1e-5)
+    assert_same(_checkpoint_weights(result["checkpoint"]), _lightning.reference_weights(), rtol=1e-5, atol=1e-5,
+                device="cpu")
 
 
 def test_xla_fsdp_strategy_on_four_devices(tmp_path):
     """Fabric's XLAFSDPStrategy (FSDPv1, the Linear auto-wrapped): the replicas' shards
     consolidate into the weights of full-batch SGD on the CPU."""
     from torch_xla.distributed.fsdp import consolidate_sharded_model_checkpoints
-    env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
-    subprocess.run([sys.executable, "-m", "tests.clients._lightning", "fsdp", "4", str(tmp_path)], env=env,
-                   cwd=ROOT, check=True, timeout=600)
+    python("-m", "tests.clients._lightning", "fsdp", 4, tmp_path, env={"CPU_NUM_DEVICES": 4})
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["strategy"] == "XLAFSDPStrategy"
     assert torch.load(tmp_path / "shard-0-of-4.pth", weights_only=False)["class"] == "XlaFullyShardedDataParallel"
     weights, _ = consolidate_sharded_model_checkpoints(result["prefix"], "*-of-4.pth", save_model=False)
-    torch.testing.assert_close(dict(weights), _lightning.reference_weights(), rtol=1e-5, atol=1e-5)
+    assert_same(dict(weights), _lightning.reference_weights(), rtol=1e-5, atol=1e-5,
+                device="cpu")

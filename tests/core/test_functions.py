@@ -4,7 +4,7 @@ import torch
 
 import torch_xla.core.functions as xf
 import torch_xla.core.xla_model as xm
-from tests.conftest import to_xla
+from tests.conftest import assert_same, to_xla
 
 
 def test_sync_batch_norm_normalizes_by_the_batch(dev):
@@ -15,8 +15,8 @@ def test_sync_batch_norm_normalizes_by_the_batch(dev):
     out = bn(to_xla(x))
     expected = torch.nn.functional.batch_norm(x, None, None, torch.tensor([1.0, 2.0, 0.5]), torch.zeros(3),
                                               training=True, eps=1e-5)
-    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(bn.running_mean.cpu(), 0.1 * x.mean(dim=(0, 2)), rtol=1e-4, atol=1e-6)
+    assert_same(out, expected, rtol=1e-4, atol=1e-5)
+    assert_same(bn.running_mean, 0.1 * x.mean(dim=(0, 2)), rtol=1e-4, atol=1e-6)
     bn.eval()
     assert bn(to_xla(x)).shape == x.shape
     with pytest.raises(ValueError, match="3 channels in dimension 1"):
@@ -25,7 +25,7 @@ def test_sync_batch_norm_normalizes_by_the_batch(dev):
 
 def test_distributed_mm_on_one_replica_is_a_matmul(dev):
     w, x = torch.randn(2, 3), torch.randn(3, 4)
-    torch.testing.assert_close(xf.distributed_mm(to_xla(w), to_xla(x), split=2).cpu(), w @ x, rtol=1e-5, atol=1e-5)
+    assert_same(xf.distributed_mm(to_xla(w), to_xla(x), split=2), w @ x, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="split 3 does not divide"):
         xf.distributed_mm(to_xla(w), to_xla(x), split=3)
 

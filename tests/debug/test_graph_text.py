@@ -1,15 +1,14 @@
 """Seeing inside the graph: IR text, StableHLO/HLO, dot, XLA_SAVE_TENSORS_FILE, XLA_FLAGS."""
 import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import torch
 
 import torch_xla._XLAC as XLAC
 import torch_xla.core.xla_model as xm
-from tests.conftest import compiles
+from tests.conftest import assert_same, compiles
+from tests.fresh_process import python
 from torch_xla._lazy.tensor import unwrap
 
 
@@ -31,7 +30,7 @@ def test_ir_text_lists_the_pending_ops_without_running_them(dev):
     assert lines[4].strip() == "ROOT (%2)"
     assert compiles() == before and unwrap(c)._value.pending
     expected = (a.cpu().mm(b.cpu()) + 1).relu()
-    torch.testing.assert_close(c.cpu(), expected)
+    assert_same(c, expected)
     assert "no pending computation" in XLAC._get_xla_tensors_text([c])
 
 
@@ -75,8 +74,6 @@ def test_xla_flags_pass_through_to_xla(tmp_path):
         d = xm.xla_device()
         print((torch.ones(3, device=d) * 2).sum().item())
     """)
-    env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={dump}")
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0 and out.stdout.strip() == "6.0", out.stderr
+    out = python("-c", script, env={"XLA_FLAGS": f"--xla_dump_to={dump}"})
+    assert out.stdout.strip() == "6.0", out.stderr
     assert any(n.endswith(".txt") and "jit_run_packed" in n for n in os.listdir(dump))

@@ -8,9 +8,10 @@ check left behind (a process group, a half-made mesh, a crash) can reach the nex
 (a crash, a timeout) is reported failed with that process's output.
 """
 import re
-import subprocess
 import sys
 import traceback
+
+from tests.fresh_process import python
 
 
 def main(checks, names, setup=None) -> None:
@@ -30,23 +31,15 @@ def main(checks, names, setup=None) -> None:
         print(f"ok {name}", flush=True)
 
 
-def _text(out) -> str:
-    if out is None:
-        return ""
-    return out.decode(errors="replace") if isinstance(out, bytes) else out
-
-
-def run(module, names, env, cwd, timeout=600):
-    """Runs the checks `names` of `module` (`python -m module`), a fresh process after each
-    failure; {name: None if it passed, else what it printed (or the process's output)}."""
+def run(module, names, env=None, timeout=600):
+    """Runs the checks `names` of `module` (`python -m module`, `env` laid over this
+    environment), a fresh process after each failure; {name: None if it passed, else what it
+    printed (or the process's output)}."""
     results, left = {}, list(names)
     while left:
-        try:
-            proc = subprocess.run([sys.executable, "-m", module, *left], cwd=cwd, env=env,
-                                  capture_output=True, text=True, timeout=timeout)
-            out, err, ended = proc.stdout, proc.stderr, f"exit status {proc.returncode}"
-        except subprocess.TimeoutExpired as e:
-            out, err, ended = _text(e.stdout), _text(e.stderr), f"timed out after {timeout} s"
+        proc = python("-m", module, *left, env=env, timeout=timeout, check=False)
+        out, err = proc.stdout, proc.stderr
+        ended = f"timed out after {timeout} s" if proc.returncode is None else f"exit status {proc.returncode}"
         done = 0
         for name in left:
             if re.search(rf"^ok {name}$", out, re.M):

@@ -12,6 +12,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.runtime as xr
 from tests.distributed._workers import _expected, _group, _groups, _input, _wide
+from tests.compare import assert_same
 
 c10d = torch.ops._c10d_functional
 
@@ -69,7 +70,7 @@ def _compiled(fn, *args):
 
 
 def _close(actual, expected, name):
-    torch.testing.assert_close(actual.cpu(), expected, msg=lambda m: f"{name}: {m}")
+    assert_same(actual, expected, path=name)
 
 
 def _check_groups(device, world, r, expected, run):

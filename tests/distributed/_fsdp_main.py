@@ -14,6 +14,7 @@ import torch_xla.runtime as xr
 from torch_xla.distributed.fsdp import (XlaFullyShardedDataParallel as FSDP, checkpoint_module,
                                         consolidate_sharded_state_dicts, transformer_auto_wrap_policy)
 from torch_xla.distributed.zero_redundancy_optimizer import ZeroRedundancyOptimizer
+from tests.compare import assert_same
 
 WORLD, BATCH, STEPS = 4, 8, 3
 
@@ -112,10 +113,10 @@ def _assert_matches(results, expected, tag, **tol):
     states = [s for _, s, _, _ in results]
     full = consolidate_sharded_state_dicts(states, results[0][2])
     for got_losses, _, meta, _ in results:
-        torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(losses), **tol)
+        assert_same(torch.tensor(got_losses), torch.tensor(losses), **tol, device="cpu")
     assert set(full) == set(ref_state) - {"head.weight"}, (tag, sorted(full))  # tied: saved once
     for name, value in full.items():
-        torch.testing.assert_close(value, ref_state[name], **tol, msg=lambda m: f"{tag} {name}: {m}")
+        assert_same(value, ref_state[name], **tol, path=f"{tag} {name}")
     print("ok", tag)
 
 
@@ -141,7 +142,7 @@ def _zero_replica(device):
     again.load_state_dict(state)
     moments = [again.base_optimizer.state[s]["exp_avg"].cpu() for s in again.base_optimizer.param_groups[0]["params"]]
     expected = [st["exp_avg"].cpu() for st in state["base_state"].values()]
-    torch.testing.assert_close(moments, expected)
+    assert_same(moments, expected, device="cpu")
     return [l.item() for l in losses], xm._maybe_convert_to_cpu(model.state_dict()), shard_size, compiles
 
 
@@ -166,8 +167,8 @@ def main():
                                                      accumulate=True)), expected, "no_sync")
     losses, ref_state = reference(torch.optim.AdamW, clip=1.0, lr=0.05)
     for got_losses, state, shard_size, compiles in _threads(_zero_replica):
-        torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(losses))
-        torch.testing.assert_close(state, ref_state)
+        assert_same(torch.tensor(got_losses), torch.tensor(losses), device="cpu")
+        assert_same(state, ref_state)
         assert shard_size == 3 * 6, shard_size  # the embedding: 11 rows padded to 12, 3 each
         assert compiles[-1] == compiles[-2], compiles
     print("ok zero1", compiles)

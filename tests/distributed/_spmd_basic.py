@@ -15,7 +15,8 @@ import torch_xla.distributed.spmd as xs
 import torch_xla.runtime as xr
 from torch_xla._lazy import graph_dump
 
-from ._spmd_harness import N, check, close, compiles, raises, spec
+from ._spmd_harness import N, check, close, compiles, raises, spec, train_beside_the_cpu
+from tests.compare import ALLCLOSE, EXACT, assert_same
 
 
 @check
@@ -65,24 +66,9 @@ def _linear_steps(mesh, steps, shard):
     shard(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
-    losses, ref_losses, counts = [], [], []
-    for _ in range(steps):
-        x, y = torch.randn(8, 32), torch.randn(8, 10)
-        xx = x.to('xla')
-        xs.mark_sharding(xx, mesh, (0, None))  # 4-way data parallel
-        loss = F.mse_loss(model(xx), y.to('xla'))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        xm.mark_step()
-        losses.append(loss.item())
-        counts.append(compiles())
-        ref_loss = F.mse_loss(ref(x), y)
-        ref_loss.backward()
-        ref_opt.step()
-        ref_opt.zero_grad()
-        ref_losses.append(ref_loss.item())
-    return model, losses, ref_losses, counts
+    batches = ((torch.randn(8, 32), torch.randn(8, 10)) for _ in range(steps))  # drawn step by step
+    # 4-way data parallel inputs
+    return (model, *train_beside_the_cpu(model, opt, ref, ref_opt, batches, F.mse_loss, mesh, (0, None)))
 
 
 @check
@@ -176,7 +162,7 @@ def intermediates_take_a_sharding_constraint():
     xa = a.to('xla') * 2  # pending: 9 rows over 8 devices is uneven, fine inside a program
     xs.mark_sharding(xa, mesh, ('x', None))
     assert spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
-    assert torch.allclose((xa + 1).cpu(), a * 2 + 1)
+    assert_same(xa + 1, a * 2 + 1, **ALLCLOSE)
     xb = a.to('xla') * 3
     xs.mark_sharding(xb, mesh, ('x', None))
     xs.clear_sharding(xb)  # the constraint is gone from the graph
@@ -225,13 +211,13 @@ def sharded_tensors_wrap_their_results():
     assert isinstance(xt, xs.XLAShardedTensor) and xt.global_tensor is t
     out = xt * 2
     assert isinstance(out, xs.XLAShardedTensor) and "XLAShardedTensor" in repr(out)
-    assert torch.allclose(out.global_tensor.cpu(), t.cpu() * 2)
+    assert_same(out.global_tensor, t.cpu() * 2, **ALLCLOSE)
     y = torch.matmul(xt, xs.XLAShardedTensor(torch.ones(8, 3).to('xla')))
     assert isinstance(y, xs.XLAShardedTensor)
-    assert torch.allclose(y.global_tensor.cpu(), t.cpu().sum(1, keepdim=True).expand(4, 3))
+    assert_same(y.global_tensor, t.cpu().sum(1, keepdim=True).expand(4, 3), **ALLCLOSE)
     before = t.cpu()
     xt.add_(1)  # in place on the wrapper: the global tensor changes
-    assert torch.allclose(t.cpu(), before + 1)
+    assert_same(t, before + 1, **ALLCLOSE)
     assert xs.wrap_if_sharded(t).global_tensor is t
     plain = torch.ones(2).to('xla')
     assert xs.wrap_if_sharded(plain) is plain
@@ -246,7 +232,7 @@ def sharded_and_plain_tensors_meet_in_ops():
     xt, plain = xs.mark_sharding(a.to('xla'), mesh, (0, 1)), b.to('xla')
     for out in (xt + plain, plain + xt, torch.add(plain, xt)):
         assert isinstance(out, xs.XLAShardedTensor) and out.shape == torch.Size([4, 8])
-        assert torch.allclose(out.global_tensor.cpu(), a + b)
+        assert_same(out.global_tensor, a + b, **ALLCLOSE)
     assert plain.add_(xt) is plain and torch.allclose(plain.cpu(), a + b)
     assert xt.mul_(plain) is xt and torch.allclose(xt.global_tensor.cpu(), a * (a + b))
     assert type(xt.cpu()) is torch.Tensor and type(xt.sum().item()) is float
@@ -256,7 +242,7 @@ def sharded_and_plain_tensors_meet_in_ops():
     loss = (wt * torch.full((4, 8), 3.).to('xla')).sum()
     assert wt.requires_grad and loss.requires_grad
     loss.backward()
-    assert torch.allclose(xw.grad.cpu(), torch.full((4, 8), 3.))
+    assert_same(xw.grad, torch.full((4, 8), 3.), **ALLCLOSE)
 
 
 @check
@@ -320,8 +306,7 @@ def megatron_mlp_on_a_2d_mesh():
         close(loss.item(), ref_loss.item())
     assert counts[2] == counts[-1], counts
     for name, p in model.named_parameters():
-        torch.testing.assert_close(p.cpu(), dict(ref.named_parameters())[name].detach(),
-                                   rtol=1e-5, atol=1e-6)
+        assert_same(p, dict(ref.named_parameters())[name].detach(), rtol=1e-5, atol=1e-6)
     # each device holds half of the up projection (and all of it is there)
     shards = xs.XLAShardedTensor(model.up.weight).local_shards
     assert all(s.data.shape == (16, 16) for s in shards)
@@ -337,7 +322,7 @@ def mark_sharding_with_gradients_constrains_the_gradient():
     (h ** 2).sum().backward()
     hlo = torch_xla._XLAC._get_xla_tensors_hlo([xw.grad])
     assert hlo.count('custom_call_target="Sharding"') >= 2, hlo
-    torch.testing.assert_close(xw.grad.cpu(), 18 * w)
+    assert_same(xw.grad, 18 * w)
 
 
 @check
@@ -376,7 +361,7 @@ def loader_shards_each_batch():
     batch = next(iter(pl.MpDeviceLoader(dicts, torch_xla.device(), input_sharding=by_key)))
     assert spec(batch['x']) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
     assert spec(batch['y']) == "{devices=[8]0,1,2,3,4,5,6,7}"
-    assert torch.equal(batch['y'].cpu(), dicts[0]['y'])
+    assert_same(batch['y'], dicts[0]['y'], **EXACT)
     raises(KeyError, lambda: next(iter(pl.MpDeviceLoader(
         dicts, torch_xla.device(), input_sharding={'x': by_key['x']}))), "['y'] are missing")
     raises(ValueError, lambda: next(iter(pl.MpDeviceLoader(

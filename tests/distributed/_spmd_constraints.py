@@ -13,6 +13,7 @@ import torch_xla.distributed.parallel_loader as pl
 import torch_xla.distributed.spmd as xs
 
 from ._spmd_harness import N, check, close, compiles, raises, spec
+from tests.compare import ALLCLOSE, EXACT, assert_same
 
 
 @check
@@ -32,13 +33,13 @@ def uneven_data_shards_are_padded():
     assert torch.equal(shards[4].data[1:], torch.zeros(1, 4))  # the padding
     hlo = torch_xla._XLAC._get_xla_tensors_hlo([xa * 2])
     assert 'custom_call_target="Sharding", sharding={devices=[8,1]' in hlo, hlo
-    assert torch.allclose((xa * 2).cpu(), a * 2)
+    assert_same(xa * 2, a * 2, **ALLCLOSE)
     xt.load_local_shards_([xs.XLAShard(s.data * 2, s.indices, s.shard_device, s.replica_id)
                            for s in shards])
     assert torch.allclose(xa.cpu(), a * 2) and spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
     xt.load_local_shards_([xs.XLAShard(s.unpadded_data, s.indices, s.shard_device, s.replica_id)
                            for s in shards])  # unpadded blocks do too
-    assert torch.allclose(xa.cpu(), a)
+    assert_same(xa, a, **ALLCLOSE)
 
 
 @check
@@ -70,7 +71,7 @@ def uneven_parameters_train_as_on_one_device():
         counts.append(compiles())
     assert counts[1] == counts[-1], counts
     assert spec(model.weight) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
-    assert torch.allclose(model.weight.cpu(), ref.weight, atol=1e-6)
+    assert_same(model.weight, ref.weight, rtol=1e-5, atol=1e-6)
 
 
 @check
@@ -92,7 +93,7 @@ def shard_as_lays_two_tensors_out_alike():
     x, y = xs.shard_as(x, y)
     torch_xla.sync()
     assert spec(x) == spec(y) == "{devices=[8]0,1,2,3,4,5,6,7}", (spec(x), spec(y))
-    assert torch.equal(y.cpu(), torch.arange(1., 9.))
+    assert_same(y, torch.arange(1., 9.), **EXACT)
     # pytrees, None leaves, gradients
     w, v = torch.randn(8, 4), torch.randn(8, 4)
     xw, xv = w.to('xla').requires_grad_(), v.to('xla').requires_grad_()
@@ -154,10 +155,9 @@ def einsum_linear_matches_nn_linear():
     out.pow(2).sum().backward()
     cpu(x).pow(2).sum().backward()
     for p, q in zip(model.parameters(), cpu.parameters()):
-        assert torch.allclose(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
+        assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
     y = xs.xla_patched_nn_linear_forward(model[0], xx)
-    assert torch.allclose(y.cpu(), torch.nn.functional.linear(x, cpu[0].weight, cpu[0].bias),
-                          atol=1e-5)
+    assert_same(y, torch.nn.functional.linear(x, cpu[0].weight, cpu[0].bias), rtol=1e-5, atol=1e-5)
 
 
 @check
@@ -182,7 +182,7 @@ def op_shardings_pass_layouts_around():
     u = torch.randn(4, 8).to('xla')
     torch_xla._XLAC._xla_mark_sharding(u, partial)
     assert spec(u) == "{devices=[2,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}", spec(u)
-    assert torch.allclose((u + t).cpu(), u.cpu() + t.cpu())
+    assert_same(u + t, u.cpu() + t.cpu(), **ALLCLOSE)
     replicated = OpSharding([], [], [], xs.ShardingType.REPLICATED)
     torch_xla._XLAC._xla_annotate_custom_sharding(u, replicated)
     assert spec(u) == "{replicated}"

@@ -8,6 +8,7 @@ from torch.distributed.tensor import Replicate, Shard, distribute_module, distri
 import torch_xla.distributed.spmd as xs
 
 from ._spmd_harness import N, check, raises, spec
+from tests.compare import EXACT, assert_same
 
 
 @check
@@ -56,7 +57,7 @@ def distribute_module_partitions_and_hooks():
     assert seen == [("in", torch.Size([2, 4])), ("out", torch.Size([2, 4]))]
     ref = torch.nn.functional.linear(torch.nn.functional.linear(x, model[0].weight.cpu(), model[0].bias.cpu()),
                                      model[1].weight.cpu(), model[1].bias.cpu()) * 2
-    assert torch.allclose(out.cpu(), ref, atol=1e-5)
+    assert_same(out, ref, rtol=1e-5, atol=1e-5)
     raises(NotImplementedError, lambda: xs.xla_distribute_module(torch.nn.Linear(2, 2), mesh, xs.auto_policy),
            "auto-sharding")
 
@@ -72,7 +73,7 @@ def sharded_tensors_show_and_change_placements():
     moved = xt.redistribute(mesh, [Shard(1), Replicate()])
     assert moved.partition_spec == (None, 0) and moved.placements == (Shard(1), Replicate())
     assert spec(moved.global_tensor) == "{devices=[1,4,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}"
-    assert torch.equal(moved.global_tensor.cpu(), t.cpu())
+    assert_same(moved.global_tensor, t.cpu(), **EXACT)
     raises(ValueError, lambda: xt.redistribute(mesh, [Shard(0)]), "must match mesh dimensions")
     raises(NotImplementedError, lambda: xt.redistribute(mesh, [Partial(), Replicate()]), "Partial")
     raises(IndexError, lambda: xt.redistribute(mesh, [Shard(2), Replicate()]), "out of bounds")

@@ -9,14 +9,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_xla._XLAC
-import torch_xla.core.xla_model as xm
 import torch_xla.distributed.spmd as xs
 from torch_xla.distributed.fsdp import checkpoint_module
 from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy
 from torch_xla.experimental.spmd_fully_sharded_data_parallel import \
     SpmdFullyShardedDataParallel as FSDPv2
 
-from ._spmd_harness import N, check, close, compiles, raises, spec
+from ._spmd_harness import N, check, close, raises, spec, train_beside_the_cpu
+from tests.compare import assert_same
 
 VOCAB, DIM, HEADS, HIDDEN, LAYERS, SEQ, BATCH = 64, 32, 4, 64, 2, 16, 8
 
@@ -106,25 +106,14 @@ def _train(wrap, steps=10):
     model = wrap(model)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=3e-3)
-    losses, ref_losses, counts = [], [], []
-    for _ in range(steps):
-        tokens = torch.randint(0, VOCAB, (BATCH, SEQ + 1))
-        x, y = tokens[:, :-1], tokens[:, 1:]
-        xx = x.to('xla')
-        xs.mark_sharding(xx, model._mesh, ('fsdp', None))
-        loss = F.cross_entropy(model(xx).reshape(-1, VOCAB), y.reshape(-1).to('xla'))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        xm.mark_step()
-        losses.append(loss.item())
-        counts.append(compiles())
-        ref_loss = F.cross_entropy(ref(x).reshape(-1, VOCAB), y.reshape(-1))
-        ref_loss.backward()
-        ref_opt.step()
-        ref_opt.zero_grad()
-        ref_losses.append(ref_loss.item())
-    return model, ref, losses, ref_losses, counts
+    tokens = (torch.randint(0, VOCAB, (BATCH, SEQ + 1)) for _ in range(steps))  # drawn step by step
+    batches = ((t[:, :-1], t[:, 1:]) for t in tokens)
+    losses = train_beside_the_cpu(model, opt, ref, ref_opt, batches, _lm_loss, model._mesh, ('fsdp', None))
+    return (model, ref, *losses)
+
+
+def _lm_loss(logits, targets):
+    return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
 
 
 def _fsdp_mesh():
@@ -149,7 +138,7 @@ def fsdp_v2_trains_a_llama_like_model_as_one_device():
         assert all(s.data.numel() * N == p.numel() for s in shards), (name, spec(p))
         whole = ref_params[name].detach()
         for s in shards:  # together the shards are the parameter, as on the CPU
-            torch.testing.assert_close(s.data, whole[tuple(s.indices)], rtol=1e-4, atol=1e-5)
+            assert_same(s.data, whole[tuple(s.indices)], rtol=1e-4, atol=1e-5)
 
 
 @check

@@ -10,6 +10,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.distributed.spmd as xs
 
 from ._spmd_harness import N, check, compiles, raises, spec
+from tests.compare import ALLCLOSE, EXACT, assert_same
 
 
 def _row_mesh():
@@ -31,8 +32,7 @@ def manual_region_computes_per_shard_values():
     assert out.shape == (N, 1) and out.sharding_spec == "{devices=[8,1]0,1,2,3,4,5,6,7}"
     hlo = torch_xla._XLAC._get_xla_tensors_hlo([out.global_tensor])
     assert "manual_axes" in hlo or "sharding={manual}" in hlo, hlo[-2000:]
-    assert torch.allclose(out.global_tensor.cpu(), a.reshape(N, 2, 4).sum((1, 2)).reshape(N, 1),
-                          atol=1e-5)
+    assert_same(out.global_tensor, a.reshape(N, 2, 4).sum((1, 2)).reshape(N, 1), rtol=1e-5, atol=1e-5)
 
 
 @check
@@ -85,7 +85,7 @@ def manual_region_reads_outside_tensors_whole_and_compiles_once():
         xm.mark_step()
         if step == 0:
             first = compiles()
-        assert torch.allclose(out.global_tensor.cpu(), a * y.repeat(N, 1) + step, atol=1e-6)
+        assert_same(out.global_tensor, a * y.repeat(N, 1) + step, rtol=1e-5, atol=1e-6)
     assert compiles() == first, "a steady loop through a manual region recompiled"
 
 
@@ -99,9 +99,9 @@ def manual_tensors_live_only_inside_a_program():
     raises(Exception, lambda: torch_xla._XLAC._get_xla_tensors_hlo([view]), "manual sharding mode")
     kept = torch.ones(3).to('xla') + 1
     xm.mark_step()  # a step with manual tensors alive: they stay pending, the rest runs
-    assert torch.equal(kept.cpu(), torch.full((3,), 2.))
+    assert_same(kept, torch.full((3,), 2.), **EXACT)
     out = xs.disable_manual_sharding(doubled, ('x', None), (16, 4), mesh=mesh).global_tensor
-    assert torch.allclose(out.cpu(), a * 2)
+    assert_same(out, a * 2, **ALLCLOSE)
     raises(RuntimeError, lambda: xs.disable_manual_sharding(torch.ones(2, 4).to('xla'),
                                                             ('x', None), (16, 4), mesh=mesh),
            "manual sharding mode")
@@ -132,10 +132,10 @@ def manual_region_is_differentiable():
     view = xs.enable_manual_sharding(xw, ('x', None), mesh=mesh).global_tensor
     out = xs.disable_manual_sharding(view.pow(3), ('x', None), (16, 4), mesh=mesh).global_tensor
     out.sum().backward()
-    assert torch.allclose(xw.grad.cpu(), 3 * w.pow(2), atol=1e-5)
+    assert_same(xw.grad, 3 * w.pow(2), rtol=1e-5, atol=1e-5)
     # a gradient of zeros (sign's) leaves the region too
     xv = w.to('xla').requires_grad_()
     view = xs.enable_manual_sharding(xv, ('x', None), mesh=mesh).global_tensor
     out = xs.disable_manual_sharding(view.sign(), ('x', None), (16, 4), mesh=mesh).global_tensor
     out.sum().backward()
-    assert torch.equal(xv.grad.cpu(), torch.zeros(16, 4))
+    assert_same(xv.grad, torch.zeros(16, 4), **EXACT)

@@ -13,6 +13,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.distributed.data_parallel as dp
 import torch_xla.runtime as xr
 from tests.distributed import _workers as w
+from tests.compare import assert_same
 
 
 def main():
@@ -31,7 +32,7 @@ def main():
                 lambda model, loader, device, context: w.train_loop(model, loader, device,
                                                                     read_loss=read_loss), shards)
             for got in weights:
-                torch.testing.assert_close(got, expected)
+                assert_same(got, expected, device="cpu")
         print(f"ok {n}")
     two_runs(expected)
     print("ok two runs")
@@ -43,7 +44,7 @@ def _train(shards, barrier=None):
     def loop(model, loader, device, context):
         context.getattr_or("calls", lambda: [0])[0] += 1
         if barrier is not None:
-            barrier.wait(timeout=60)  # both runs are under way before either trains
+            barrier.wait(timeout=600)  # both runs are under way before either trains (a liveness bound)
         return w.train_loop(model, loader, device, read_loss=True), context.calls[0]
     return loop
 
@@ -57,7 +58,7 @@ def two_runs(expected):
         for weights, n in run(_train(shards), shards):
             assert n == calls
             if calls == 1:
-                torch.testing.assert_close(weights, expected)
+                assert_same(weights, expected, device="cpu")
     # at the same time, from two threads: each run's collectives meet its own replicas
     barrier = threading.Barrier(4)
     fresh = [dp.DataParallel(w._model, device_ids=ids) for ids in (["xla:0", "xla:1"], ["xla:2", "xla:3"])]
@@ -73,28 +74,28 @@ def two_runs(expected):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=240)
+        t.join(timeout=900)
         assert not t.is_alive(), "a run hangs"
     for result in results:
         assert not isinstance(result, BaseException), repr(result)
         for weights, _ in result:
-            torch.testing.assert_close(weights, expected)
+            assert_same(weights, expected, device="cpu")
     # a device cannot be a replica of two runs at once
     started, checked = threading.Event(), threading.Event()
 
     def hold(model, loader, device, context):
         started.set()
-        checked.wait(timeout=60)
+        checked.wait(timeout=600)
     holder = threading.Thread(target=lambda: dp.DataParallel(w._model, device_ids=["xla:0", "xla:1"])(hold, [0, 0]),
                               daemon=True)
     holder.start()
-    started.wait(timeout=60)
+    assert started.wait(timeout=600), "the holding run never started"
     try:
         with pytest.raises(RuntimeError, match=r"xla:\[1\] already run another DataParallel run's replicas"):
             dp.DataParallel(w._model, device_ids=["xla:1", "xla:2"])(hold, [0, 0])
     finally:
         checked.set()
-        holder.join(timeout=60)
+        holder.join(timeout=600)
 
 
 def _step_with_a_cycle(device, freed_on, kept_on=()):
@@ -125,7 +126,7 @@ def dead_cycles():
         for freed_on in ({0, 1}, {0}):  # the first also plans the ops (their first calls)
             for total, _ in run(lambda model, loader, device, context: _step_with_a_cycle(device, freed_on),
                                 [0, 0]):
-                torch.testing.assert_close(total, torch.full((3,), 3.0))
+                assert_same(total, torch.full((3,), 3.0), device="cpu")
         with pytest.raises(RuntimeError, match="the replicas ran different graphs"):
             run(lambda model, loader, device, context: _step_with_a_cycle(device, {0}, kept_on={1}), [0, 0])
     finally:

@@ -6,6 +6,7 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
+from tests.compare import assert_same
 
 
 def _input(r):
@@ -99,7 +100,7 @@ def assert_results(results):
     for name, (actual, expected) in results.items():
         if isinstance(expected, torch.Tensor) or (isinstance(expected, list) and expected
                                                    and isinstance(expected[0], torch.Tensor)):
-            torch.testing.assert_close(actual, expected, msg=lambda m: f"{name}: {m}")
+            assert_same(actual, expected, path=name, device="cpu")
         else:
             assert actual == expected, (name, actual, expected)
 
@@ -170,12 +171,12 @@ def spawn_replica(index):
     expected = reference_weights()
     shards = [shard(b, world, r) for b in global_batches()]
     got = train_loop(_model().to(device), pl.MpDeviceLoader(shards, device), device)
-    torch.testing.assert_close(got, expected, msg=lambda m: f"xm.optimizer_step: {m}")
+    assert_same(got, expected, path="xm.optimizer_step", device="cpu")
     dist.init_process_group("xla", init_method="xla://")
     assert dist.get_rank() == r and dist.get_world_size() == world
     ddp = torch.nn.parallel.DistributedDataParallel(_model().to(device), gradient_as_bucket_view=True)
     got = train_loop(ddp, pl.MpDeviceLoader(shards, device), device, step=_ddp_step)
-    torch.testing.assert_close(got, expected, msg=lambda m: f"DistributedDataParallel: {m}")
+    assert_same(got, expected, path="DistributedDataParallel", device="cpu")
     t = torch.tensor([r + 1.0]).to(device)
     dist.all_reduce(t)
     assert t.cpu().item() == sum(range(1, world + 1))

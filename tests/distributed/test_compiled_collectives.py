@@ -11,6 +11,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.distributed.xla_multiprocessing as xmp
 from tests.distributed import _compiled_workers
+from tests.compare import assert_same
 
 
 def _all_reduce(t):
@@ -34,7 +35,7 @@ def test_a_collective_in_a_compiled_function_is_an_op_of_its_graph(dev):
     graphs, out = _captured(lambda t: _all_reduce(t) * 2, x)
     targets = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
     assert torch.ops.xla.all_reduce in targets, targets  # (dynamo records the packet)
-    torch.testing.assert_close(out.cpu(), torch.full((2, 3), 10.0))
+    assert_same(out, torch.full((2, 3), 10.0))
     assert met.counter_value("DynamoExecute") == 1 and met.counter_value("DynamoLazyGraph") is None
 
 
@@ -49,7 +50,7 @@ def test_every_collective_of_xm_compiles_in_one_graph(dev):
     met.clear_all()
     graphs, out = _captured(step, x.to(dev))
     assert len(graphs) == 1
-    torch.testing.assert_close(out.cpu(), x)
+    assert_same(out, x)
     assert met.counter_value("DynamoLazyGraph") is None
 
 
@@ -57,10 +58,10 @@ def test_an_output_of_another_shape_takes_the_results_shape(dev):
     x = torch.arange(6.0, device=dev).reshape(2, 3)
     out = torch.zeros(5, 3, device=dev)
     assert xm.reduce_scatter(xm.REDUCE_SUM, x, 1.0, 0, 1, output=out) is out
-    torch.testing.assert_close(out.cpu(), torch.arange(6.0).reshape(2, 3))
+    assert_same(out, torch.arange(6.0).reshape(2, 3))
     out = torch.zeros(1, device=dev)
     assert xm.all_gather(x, dim=1, output=out) is out
-    torch.testing.assert_close(out.cpu(), torch.arange(6.0).reshape(2, 3))
+    assert_same(out, torch.arange(6.0).reshape(2, 3))
 
 
 @pytest.fixture(scope="module")
@@ -83,5 +84,5 @@ def test_channel_id_and_global_device_ids_are_taken_as_torch_xla_takes_them(dev)
     gathered = xm.all_gather(x, dim=0, groups=[[0]], channel_id=1, use_global_device_ids=True)
     scattered = xm.reduce_scatter("sum", x, 0.5, 1, 1, groups=[[0]], channel_id=1,
                                   use_global_device_ids=True)
-    torch.testing.assert_close(gathered.cpu(), torch.arange(4.0).reshape(2, 2))
-    torch.testing.assert_close(scattered.cpu(), torch.arange(4.0).reshape(2, 2) * 0.5)
+    assert_same(gathered, torch.arange(4.0).reshape(2, 2))
+    assert_same(scattered, torch.arange(4.0).reshape(2, 2) * 0.5)

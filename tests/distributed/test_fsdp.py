@@ -4,9 +4,6 @@ device in this process, and on 4 DataParallel threads in one subprocess
 nested, checkpointed, dim-0 sharding with clipping, no_sync, compile counts)."""
 import copy
 import gc
-import os
-import subprocess
-import sys
 import weakref
 
 import pytest
@@ -20,15 +17,12 @@ from torch_xla.distributed.fsdp import (XlaFullyShardedDataParallel as FSDP, alw
 from torch_xla.distributed.fsdp.consolidate_sharded_ckpts import main as consolidate_main
 from torch_xla.distributed.fsdp.xla_fully_sharded_data_parallel import collect_tensors
 from torch_xla.distributed.zero_redundancy_optimizer import ZeroRedundancyOptimizer
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.compare import assert_same
+from tests.fresh_process import python
 
 
 def test_four_replicas_train_as_one_model_on_the_whole_batch():
-    env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-m", "tests.distributed._fsdp_main"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    proc = python("-m", "tests.distributed._fsdp_main", env={"CPU_NUM_DEVICES": 4})
     lines = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ok ")]
     assert lines == ["root", "nested", "compiles", "checkpointed", "dim0+clip", "no_sync", "zero1"], proc.stdout
 
@@ -77,15 +71,15 @@ def test_checkpoint_files_consolidate_into_the_unwrapped_state_dict(dev, tmp_pat
             str(tmp_path / "rank-0-of-1.pth"))
     full, path = consolidate_sharded_model_checkpoints(str(tmp_path / "rank-"), "*-of-1.pth")
     assert path == str(tmp_path / "rank-_consolidated.pth")
-    torch.testing.assert_close(dict(full), ref.state_dict())
+    assert_same(dict(full), ref.state_dict(), device="cpu")
     consolidate_main(["--ckpt_prefix", str(tmp_path / "rank-"), "--ckpt_suffix", "*-of-1.pth",
                       "--save_path", str(tmp_path / "full.pth")])
-    torch.testing.assert_close(dict(torch.load(tmp_path / "full.pth")["model"]), ref.state_dict())
+    assert_same(dict(torch.load(tmp_path / "full.pth")["model"]), ref.state_dict(), device="cpu")
     loaded = FSDP(_mlp().apply(lambda m: nn.init.zeros_(m.weight) if isinstance(m, nn.Linear) else None),
                   auto_wrap_policy=always_wrap_policy)
     loaded.load_state_dict(model.state_dict())
     x = torch.randn(4, 3)
-    torch.testing.assert_close(loaded(x.to(dev)).cpu(), ref(x))
+    assert_same(loaded(x.to(dev)), ref(x))
 
 
 def test_steady_training_compiles_once_and_matches_the_cpu(dev):
@@ -125,5 +119,5 @@ def test_zero1_steps_as_the_plain_optimizer(dev):
         nn.functional.mse_loss(ref(x), y).backward()
         ref_opt.step()
         ref_opt.zero_grad()
-    torch.testing.assert_close(xm._maybe_convert_to_cpu(model.state_dict()), ref.state_dict())
+    assert_same(xm._maybe_convert_to_cpu(model.state_dict()), ref.state_dict(), device="cpu")
     assert set(opt.state_dict()) >= {"state", "param_groups", "base_state", "shape_info"}

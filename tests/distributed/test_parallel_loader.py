@@ -40,7 +40,7 @@ def test_prefetch_sizes_bound_the_batches_read_ahead(dev):
     it = loader.per_device_loader(dev)
     assert next(it).cpu().tolist() == [0.0, 0.0]
     taken[0] = 1
-    assert read_ahead.wait(timeout=120)  # the threads read ahead while nothing is taken
+    assert read_ahead.wait(timeout=600)  # the threads read ahead while nothing is taken
     values = []
     for b in it:
         values.append(b[0].item())

@@ -3,8 +3,6 @@ tests/distributed/_spmd_main.py, run in a subprocess with CPU_NUM_DEVICES=8 (SPM
 for a whole process; this one has 1 device and stays out of it), a fresh one after a
 failure, so that each failure is reported as itself (`_check_runner`)."""
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,8 +10,7 @@ import torch
 
 import torch_xla.distributed.spmd as xs
 from tests.distributed import _check_runner, _spmd_main
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.fresh_process import python
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +20,8 @@ def checkpoint_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def spmd_results(checkpoint_dir):
-    env = dict(os.environ, CPU_NUM_DEVICES="8", PYTHONPATH=ROOT, SPMD_CHECKPOINT_DIR=checkpoint_dir)
-    return _check_runner.run("tests.distributed._spmd_main", list(_spmd_main.CHECKS), env, ROOT)
+    env = {"CPU_NUM_DEVICES": 8, "SPMD_CHECKPOINT_DIR": checkpoint_dir}
+    return _check_runner.run("tests.distributed._spmd_main", list(_spmd_main.CHECKS), env)
 
 
 @pytest.mark.parametrize("name", list(_spmd_main.CHECKS))
@@ -42,22 +39,16 @@ def test_checkpoint_saved_on_8_devices_loads_on_4(spmd_results, checkpoint_dir):
     """The checkpoint `checkpoint_saved_on_one_mesh_loads_on_another` wrote on 8 devices,
     loaded onto a 2 x 2 mesh of 4 devices: every tensor as saved."""
     assert spmd_results["checkpoint_saved_on_one_mesh_loads_on_another"] is None
-    env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-m", "tests.distributed._spmd_ckpt", checkpoint_dir],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.split() == ["loaded"], proc.stdout[-2000:] + proc.stderr[-4000:]
+    proc = python("-m", "tests.distributed._spmd_ckpt", checkpoint_dir, env={"CPU_NUM_DEVICES": 4})
+    assert proc.stdout.split() == ["loaded"], proc.stdout[-2000:] + proc.stderr[-4000:]
 
 
 def test_a_process_killed_in_an_async_save_leaves_the_last_checkpoint_to_restore(tmp_path):
     """SIGKILL while the background thread writes checkpoint 1 (its data written, not yet
     complete): a fresh process sees checkpoint 0 alone and restores it exactly."""
-    env = dict(os.environ, CPU_NUM_DEVICES="4", PYTHONPATH=ROOT)
-    run = [sys.executable, "-m", "tests.distributed._spmd_ckpt_kill"]
-    saved = subprocess.run(run + ["save", str(tmp_path)], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=600)
+    env = {"CPU_NUM_DEVICES": 4}
+    saved = python("-m", "tests.distributed._spmd_ckpt_kill", "save", tmp_path, env=env, check=False)
     assert saved.returncode == -9, saved.stdout[-2000:] + saved.stderr[-4000:]
     assert sorted(os.listdir(tmp_path)) == ["0", "1", "expected.pt"]
-    restored = subprocess.run(run + ["restore", str(tmp_path)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=600)
-    assert restored.returncode == 0 and restored.stdout.split() == ["restored"], \
-        restored.stdout[-2000:] + restored.stderr[-4000:]
+    restored = python("-m", "tests.distributed._spmd_ckpt_kill", "restore", tmp_path, env=env)
+    assert restored.stdout.split() == ["restored"], restored.stdout[-2000:] + restored.stderr[-4000:]

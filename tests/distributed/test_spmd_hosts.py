@@ -1,12 +1,9 @@
 """SPMD over several processes (hosts on loopback): 2 processes x 4 devices run the same
 8-device program as 1 process x 8 and give the same losses."""
 import math
-import os
 import socket
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.fresh_process import python, start
 
 
 def _free_port():
@@ -16,9 +13,7 @@ def _free_port():
 
 
 def _start(devices, **layout):
-    env = dict(os.environ, CPU_NUM_DEVICES=str(devices), PYTHONPATH=ROOT, **layout)
-    return subprocess.Popen([sys.executable, "-m", "tests.distributed._spmd_hosts_main"], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start("-m", "tests.distributed._spmd_hosts_main", env=dict(layout, CPU_NUM_DEVICES=devices))
 
 
 def _lines(proc, key):
@@ -31,7 +26,7 @@ def test_two_processes_of_four_devices_equal_one_of_eight():
                     TORCH_XLA_PROCESS_ID=str(i)) for i in range(2)]
     single = _start(8)
     for proc in hosts + [single]:
-        proc.stdout_text, err = proc.communicate(timeout=300)
+        proc.stdout_text, err = proc.communicate(timeout=900)
         assert proc.returncode == 0, proc.stdout_text[-2000:] + err[-4000:]
     one = [float(x) for x in _lines(single, "loss")]
     assert len(one) == 4
@@ -60,6 +55,5 @@ def test_importing_torch_xla_starts_no_jax_backend():
     torch_xla (every lowering module, SPMD) must not start it (no jax array at import)."""
     code = ("import jax._src.xla_bridge as xb, torch_xla, torch_xla.core.xla_model, "
             "torch_xla.distributed.spmd; print(bool(xb._backends))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.split() == ["False"], out.stdout + out.stderr[-3000:]
+    out = python("-c", code)
+    assert out.stdout.split() == ["False"], out.stdout + out.stderr[-3000:]

@@ -9,6 +9,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from torch_xla.experimental import eager_mode, eager_mode_context, is_eager_mode
 from tests.compare import assert_same
+from tests.fresh_process import python
 
 
 @pytest.fixture
@@ -135,13 +136,9 @@ def test_training_matches_the_cpu(dev, eager):
 
 
 def test_eager_mode_from_the_environment():
-    import os
-    import subprocess
-    import sys
     code = ("import torch, torch_xla, torch_xla.debug.metrics as met\n"
             "assert torch_xla.experimental.is_eager_mode()\n"
             "y = torch.ones(3, device='xla') * 2\n"
             "assert met.metric_data('EagerOpExecuteTime')[0] >= 1\n"
             "assert 'IR: None' in torch_xla._XLAC._get_xla_tensor_debug_info(y)\n")
-    env = dict(os.environ, XLA_USE_EAGER_DEBUG_MODE="1")
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
+    python("-c", code, env={"XLA_USE_EAGER_DEBUG_MODE": 1})

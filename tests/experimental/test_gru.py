@@ -3,7 +3,7 @@ CPU (outputs, final hidden state, gradients); PyTorch's own GRU on CPU tensors."
 import pytest
 import torch
 
-from tests.compare import check
+from tests.compare import ALLCLOSE, assert_same, check
 from torch_xla.experimental.gru import GRU
 
 
@@ -20,7 +20,7 @@ def test_gru_matches_torch(dev, batch_first):
     def run(x):
         return on_dev(x) if x.device.type == "xla" else reference(x)
     check(run, x, grads=True, rtol=1e-5, atol=1e-5)
-    assert torch.allclose(gru(x)[0], reference(x)[0])  # on the CPU: PyTorch's own GRU
+    assert_same(gru(x)[0], reference(x)[0], **ALLCLOSE, device="cpu")  # on the CPU: PyTorch's own GRU
 
 
 def test_torch_gru_is_patched_and_bidirectional_falls_back():

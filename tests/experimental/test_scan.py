@@ -1,9 +1,5 @@
 """scan, scan_layers, while_loop and fori_loop: one XLA loop each (the body traced once),
 values and gradients as a Python loop on the CPU, a training loop compiled once."""
-import os
-import subprocess
-import sys
-
 import torch
 from torch._higher_order_ops.while_loop import while_loop as torch_while_loop
 
@@ -13,8 +9,6 @@ from tests.compare import assert_same, check, compiles
 from torch_xla.experimental.fori_loop import fori_loop
 from torch_xla.experimental.scan import scan
 from torch_xla.experimental.scan_layers import scan_layers
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _loop(fn, init, xs):
@@ -83,20 +77,7 @@ def test_scan_layers_matches_sequential(dev):
         assert_same(a[0].weight.grad, b[0].weight.grad, rtol=1e-5)
 
 
-def test_while_loops():
-    """In a fresh process: in this suite's process an earlier test's failed value-check read
-    through `repr` (tests/_lazy/test_value_checks.py) leaves functorch disabled (PyTorch's
-    printing holds a `_DisableFuncTorch` guard that outlives the failed read), which breaks
-    PyTorch's while_loop; an open defect, said in README's known differences."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    code = "import torch_xla.core.xla_model as xm, tests.experimental.test_scan as t; " \
-           "t.check_while_loops(xm.xla_device()); print('ok')"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-4000:]
-
-
-def check_while_loops(dev):
+def test_while_loops(dev):
     def cond(i, x):
         return i > 0
 

@@ -24,7 +24,8 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.fresh_process import ROOT, start
+
 RESULTS = os.path.join(ROOT, "build", "opinfo_results.jsonl")
 TABLE = os.path.join(ROOT, "OPINFO_COVERAGE.md")
 _TAG = "@@opinfo "
@@ -53,11 +54,9 @@ class _Worker:
         self._start()
 
     def _start(self):
-        cmd = [sys.executable, "-m", "tests.opinfo.coverage", "--worker",
-               ",".join(map(str, self.todo)), "--timeout", str(self.timeout)] + \
-            (["--errors-only"] if self.errors_only else [])
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True)
+        argv = ["-m", "tests.opinfo.coverage", "--worker", ",".join(map(str, self.todo)),
+                "--timeout", self.timeout] + (["--errors-only"] if self.errors_only else [])
+        self.proc = start(*argv, stderr=subprocess.DEVNULL)
         self.since = time.time()
         threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True).start()
 

@@ -29,7 +29,7 @@ import torch_xla  # noqa: F401
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
-from ..compare import fallbacks as fallback_names
+from ..compare import fallbacks as fallback_names, misplaced
 from . import error_inputs
 from .catalog import backward_dtypes, dtype_name, entry_dtypes, is_random
 from .tolerances import close_to_reference, tolerance, widen
@@ -127,14 +127,9 @@ def compare(actual, expected, values=True, tol=_FLOAT32, path="out", ref=None):
             compare(actual, expected.t, values, tol, path)
         return
     if isinstance(expected, torch.Tensor):
-        if not isinstance(actual, torch.Tensor):
-            raise Mismatch(f"{path}: {type(actual).__name__} instead of a tensor")
-        if actual.device.type != ("xla" if expected.device.type == "cpu" else expected.device.type):
-            raise Mismatch(f"{path}: on {actual.device}, expected {expected.device} -> xla")
-        if actual.dtype != expected.dtype:
-            raise Mismatch(f"{path}: dtype {actual.dtype}, expected {expected.dtype}")
-        if actual.shape != expected.shape:
-            raise Mismatch(f"{path}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+        why = misplaced(actual, expected, path)
+        if why:
+            raise Mismatch(why)
         if values:
             a, e = actual.detach().cpu(), expected.detach()
             rtol, atol = tol(e.dtype)

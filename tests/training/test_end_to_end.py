@@ -1,7 +1,7 @@
 """End to end: tiny models trained from the same weights on the device and on the CPU.
 
 Each model trains for 20 steps with SGD+momentum and with AdamW: the losses agree within
-1e-3 relative, and after the first steps (the first program, then the one with optimizer
+1e-4 relative under SGD and 1e-3 under AdamW, and after the first steps (the first program, then the one with optimizer
 state) nothing compiles any more.
 """
 import copy
@@ -31,6 +31,9 @@ def adamw(sgd_lr):
     return lambda params: torch.optim.AdamW(params, lr=0.01)
 
 
+LOSS_RTOL = {sgd_momentum: 1e-4, adamw: 1e-3}
+
+
 @pytest.mark.parametrize("optimizer", [sgd_momentum, adamw])
 @pytest.mark.parametrize("model_name", MODELS)
 def test_trains_like_the_cpu_without_recompiling(dev, model_name, optimizer):
@@ -40,7 +43,7 @@ def test_trains_like_the_cpu_without_recompiling(dev, model_name, optimizer):
     cpu_losses, _, cpu_model = train(copy.deepcopy(model), "cpu", optimizer(sgd_lr), batches, STEPS)
     xla_losses, counts, xla_model = train(copy.deepcopy(model), dev, optimizer(sgd_lr), batches, STEPS)
 
-    torch.testing.assert_close(torch.tensor(xla_losses), torch.tensor(cpu_losses), rtol=1e-3, atol=0)
+    assert_same(torch.tensor(xla_losses), torch.tensor(cpu_losses), rtol=LOSS_RTOL[optimizer], atol=0, device="cpu")
     assert cpu_losses[-1] < 0.8 * cpu_losses[0], cpu_losses  # the comparison is of real training
     assert counts[WARMUP - 1] == counts[-1], f"recompiled after warm-up: {counts}"
     if optimizer is adamw:

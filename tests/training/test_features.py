@@ -308,7 +308,7 @@ def test_state_dicts_move_between_cpu_and_device(dev):
     _train_steps(back, back_opt, "cpu", 1, start=4)
     _train_steps(cpu_model, cpu_opt, "cpu", 1, start=4)
     for p, q in zip(back.parameters(), cpu_model.parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+        assert_same(p, q, rtol=1e-5, atol=1e-6, device="cpu")
 
 
 # ---- xm.optimizer_step on one replica ----------------------------------------------------------

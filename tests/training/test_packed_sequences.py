@@ -10,7 +10,7 @@ from torch.nn.utils.rnn import (pack_padded_sequence, pack_sequence, pad_packed_
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from tests.conftest import assert_same, fallbacks, to_xla
+from tests.compare import EXACT, assert_same, fallbacks, to_xla
 
 
 def _padded(batch_first=False, lengths=(5, 3, 2, 2)):
@@ -40,7 +40,7 @@ def test_unsorted_lengths_and_pack_sequence(dev):
     cpu = pack_padded_sequence(x, lengths, enforce_sorted=False)
     xla = pack_padded_sequence(to_xla(x), lengths, enforce_sorted=False)
     assert_same(xla.data, cpu.data)
-    assert torch.equal(xla.unsorted_indices.cpu(), cpu.unsorted_indices)
+    assert_same(xla.unsorted_indices, cpu.unsorted_indices, **EXACT)
     seqs = [torch.randn(n, 3) for n in (4, 1, 3)]
     cpu = pack_sequence(seqs, enforce_sorted=False)
     xla = pack_sequence(to_xla(seqs), enforce_sorted=False)

@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 
 import torch_xla.core.xla_model as xm
+from tests.compare import assert_same
 
 
 class _TiedLM(nn.Module):
@@ -63,8 +64,7 @@ def test_tied_lm_trains_as_on_the_cpu_with_adamw(dev):
     batches = [torch.randint(0, 32, (4, 9)) for _ in range(10)]
     cpu_losses, cpu_model, _ = _train(copy.deepcopy(model), "cpu", batches)
     xla_losses, xla_model, opt = _train(copy.deepcopy(model), dev, batches)
-    torch.testing.assert_close(torch.tensor(xla_losses), torch.tensor(cpu_losses),
-                               rtol=1e-4, atol=1e-5)
+    assert_same(torch.tensor(xla_losses), torch.tensor(cpu_losses), rtol=1e-4, atol=1e-5, device="cpu")
     assert cpu_losses[-1] < cpu_losses[0]
     # one copy of the tied weight in the optimizer, with one state, as on the CPU
     params = opt.param_groups[0]["params"]
@@ -72,8 +72,7 @@ def test_tied_lm_trains_as_on_the_cpu_with_adamw(dev):
     assert len(params) == len(list(cpu_model.parameters()))
     assert len(opt.state) == len(params)
     assert xla_model.lm_head.weight is xla_model.wte.weight
-    torch.testing.assert_close(xla_model.wte.weight.cpu(), cpu_model.wte.weight.detach(),
-                               rtol=1e-3, atol=1e-4)
+    assert_same(xla_model.wte.weight, cpu_model.wte.weight.detach(), rtol=1e-3, atol=1e-4)
 
 
 def test_load_state_dict_into_a_tied_model(dev):
@@ -85,11 +84,11 @@ def test_load_state_dict_into_a_tied_model(dev):
     result = model.load_state_dict(source.state_dict())
     assert not result.missing_keys and not result.unexpected_keys
     assert model.lm_head.weight is model.wte.weight
-    torch.testing.assert_close(model.lm_head.weight.cpu(), source.wte.weight.detach())
+    assert_same(model.lm_head.weight, source.wte.weight.detach())
     # a state dict saved from the device loads back on the CPU, tied
     back = _TiedLM()
     back.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
-    torch.testing.assert_close(back.lm_head.weight, source.wte.weight.detach())
+    assert_same(back.lm_head.weight, source.wte.weight.detach(), device="cpu")
 
 
 def test_conversions_off_the_device_are_pytorchs(dev):

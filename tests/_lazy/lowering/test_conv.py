@@ -89,4 +89,4 @@ def test_half_convolution_adds_its_bias_before_rounding(dtype):
     actual = run(*to_xla(args))
     for a, e in zip(actual, expected):
         assert a.dtype == dtype
-        torch.testing.assert_close(a.cpu(), e, rtol=1e-2, atol=2e-2)
+        assert_same(a, e, rtol=1e-2, atol=2e-2)

@@ -3,7 +3,7 @@ import torch
 
 import torch_xla.debug.metrics as met
 from tests._lazy.lowering._helpers import seeded_randn
-from tests.conftest import check_lowered, fallbacks
+from tests.compare import EXACT, assert_same, check_lowered, fallbacks
 
 # Factories take the device from a tensor argument: an empty CPU tensor in the CPU run, its
 # device copy in the XLA run.
@@ -130,7 +130,7 @@ def test_tensor_from_data(make):
 def test_tensor_from_data_is_functional_and_writable(dev):
     t = torch.tensor([1.0, 2.0, 3.0], device=dev)
     t[1:].mul_(10)
-    assert torch.equal(t.cpu(), torch.tensor([1.0, 20.0, 30.0]))
+    assert_same(t, torch.tensor([1.0, 20.0, 30.0]), **EXACT)
 
 
 @pytest.mark.parametrize("make", [

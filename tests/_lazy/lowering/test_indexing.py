@@ -4,8 +4,7 @@ import pytest
 import torch
 
 import torch_xla.debug.metrics as met
-from tests.compare import with_grads
-from tests.conftest import check_lowered, to_xla
+from tests.compare import EXACT, assert_same, check_lowered, to_xla, with_grads
 
 
 def leaf(*shape):
@@ -43,7 +42,7 @@ def test_index(index, shape):
 def test_index_with_index_tensor_on_device(dev):
     x = torch.arange(12.).view(3, 4)
     out = x.to(dev)[L(2, 0).to(dev)]
-    assert torch.equal(out.cpu(), x[L(2, 0)])
+    assert_same(out, x[L(2, 0)], **EXACT)
 
 
 def test_index_int_dtypes_and_bool_mask_on_cpu():

@@ -1,13 +1,13 @@
-"""XLA_USE_BF16 / XLA_DOWNCAST_BF16 (seed 4.2, Q3): read at start-up, so each mode runs in
-a fresh process."""
+"""The device's floating dtype under XLA_USE_BF16 / XLA_DOWNCAST_BF16 (`_lazy/device`; seed 4.2,
+Q3): read at start-up, so each mode runs in a fresh process."""
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
+
+from tests.fresh_process import python
 
 _SCRIPT = textwrap.dedent("""
     import json, torch
@@ -33,15 +33,13 @@ def _run(var, after_import=False):
     """The script's findings with `var`=1 in its environment, or (`after_import`) set by the
     script itself after `import torch_xla` and before its first device tensor, as
     accelerate's and Lightning's bf16 modes do."""
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")}
+    env = {"XLA_USE_BF16": None, "XLA_DOWNCAST_BF16": None}
     script = _SCRIPT
     if after_import:
         script = script.replace("d = xm.xla_device()", f"import os; os.environ['{var}'] = '1'; d = xm.xla_device()")
     else:
         env[var] = "1"
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = python("-c", script, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -2,8 +2,6 @@
 writes, and training resumed from a checkpoint."""
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -11,8 +9,8 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
-
-PY = sys.executable
+from tests.compare import EXACT, assert_same
+from tests.fresh_process import python, start
 
 
 def _model(dev):
@@ -42,8 +40,8 @@ def test_xm_save_nested_loads_as_cpu_without_the_package(tmp_path, dev):
         assert torch.equal(b['w'], a['model']['0.weight'])
         print('ok')
     """)
-    out = subprocess.run([PY, "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    out = python("-c", script)
+    assert out.stdout.strip() == "ok", out.stderr
     loaded = torch.load(tmp_path / "xm.pt")
     assert torch.equal(loaded["model"]["0.weight"], model[0].weight.cpu())
     assert torch.equal(loaded["items"][0], pending.cpu())
@@ -59,7 +57,7 @@ def test_torch_load_map_location_xla(tmp_path, dev, location):
     assert out["a"] is out["b"][0]  # shared in the file, shared after loading
     assert isinstance(out["p"], torch.nn.Parameter) and out["p"].requires_grad
     assert out["b"][1].dtype == torch.int64
-    assert torch.equal(out["a"].cpu(), shared)
+    assert_same(out["a"], shared, **EXACT)
     assert torch.load(tmp_path / "c.pt", map_location="cpu")["a"].device.type == "cpu"
 
 
@@ -69,7 +67,7 @@ def test_load_state_dict_of_cpu_state_into_device_model(dev):
     model.load_state_dict(cpu_model.state_dict())
     assert model.weight.device == dev
     x = torch.randn(4, 3)
-    torch.testing.assert_close(model(x.to(dev)).cpu(), cpu_model(x), rtol=1e-6, atol=1e-6)
+    assert_same(model(x.to(dev)), cpu_model(x), rtol=1e-6, atol=1e-6)
 
 
 def test_save_only_on_the_master(tmp_path, dev, monkeypatch):
@@ -89,7 +87,7 @@ def test_killed_save_leaves_previous_checkpoint(tmp_path):
     the previous checkpoint whole."""
     path = tmp_path / "ckpt.pt"
     script = textwrap.dedent(f"""
-        import os, sys, time, torch
+        import os, sys, threading, torch
         import torch_xla.core.xla_model as xm
         dev = xm.xla_device()
         xm.save({{'step': 1, 'w': torch.zeros(4, device=dev)}}, {str(path)!r})
@@ -97,11 +95,11 @@ def test_killed_save_leaves_previous_checkpoint(tmp_path):
         def fsync(fd):  # the new file is on disk, the rename has not happened
             real_fsync(fd)
             print('saving', flush=True)
-            time.sleep(60)
+            threading.Event().wait()  # until killed
         os.fsync = fsync
         xm.save({{'step': 2, 'w': torch.ones(1 << 20, device=dev)}}, {str(path)!r})
     """)
-    proc = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start("-c", script)
     try:
         line = proc.stdout.readline()
         assert line.strip() == "saving", proc.stderr.read()

@@ -1,14 +1,12 @@
 """Lazy execution, the program cache, scalar parameters and buffer donation."""
-import os
-import subprocess
-import sys
-
 import torch
 
 import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from tests.conftest import compiles
+from tests.compare import ALLCLOSE, assert_same
+from tests.fresh_process import python
 
 
 def executions():
@@ -59,8 +57,8 @@ def test_changing_python_scalars_does_not_recompile(dev):
     (x * 0.5 + 1.0).cpu()
     n = compiles()
     for lr in (0.1, 0.01, 0.001):
-        out = (x * lr + 2.0).cpu()
-        torch.testing.assert_close(out, x_cpu * lr + 2.0)
+        out = x * lr + 2.0
+        assert_same(out, x_cpu * lr + 2.0)
     assert compiles() == n
 
 
@@ -138,7 +136,7 @@ def test_buffers_still_held_are_not_donated(dev):
     keep = p.clone()  # another live tensor on the same values
     p.add_(1.0)
     xm.mark_step()
-    torch.testing.assert_close(p.cpu(), keep.cpu() + 1.0)
+    assert_same(p, keep.cpu() + 1.0)
 
 
 def test_pending_tensors_survive_a_partial_sync(dev):
@@ -146,8 +144,8 @@ def test_pending_tensors_survive_a_partial_sync(dev):
     xm.mark_step()
     a = x * 2
     b = a + 1
-    assert torch.allclose(a.cpu(), x.cpu() * 2)  # syncs only a
-    torch.testing.assert_close(b.cpu(), x.cpu() * 2 + 1)
+    assert_same(a, x.cpu() * 2, **ALLCLOSE)  # syncs only a
+    assert_same(b, x.cpu() * 2 + 1)
 
 
 def test_metrics_report_names_compilations(dev):
@@ -187,11 +185,7 @@ def test_a_steady_loop_leaks_nothing(dev):
 def test_each_program_runs_on_its_tensors_device():
     """The device is part of a program's key and its placement: the same graph on xla:1
     after xla:0 compiles again and leaves its buffers on device 1, factories-only included."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, CPU_NUM_DEVICES="2", PYTHONPATH=root)
-    proc = subprocess.run([sys.executable, "-m", "tests._lazy._placement_main"], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    proc = python("-m", "tests._lazy._placement_main", env={"CPU_NUM_DEVICES": 2})
     assert proc.stdout.split() == ["ok"]
 
 
@@ -201,11 +195,8 @@ def test_caches_are_bounded_and_memory_stays_flat_over_many_shapes():
     are freed, and memory stays flat."""
     import json
     from tests._lazy import _cache_bound_main as loop
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root, XLA_COMPILATION_CACHE_SIZE="16", XLA_IR_SHAPE_CACHE_SIZE="64")
-    proc = subprocess.run([sys.executable, "-m", "tests._lazy._cache_bound_main"], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-5000:]
+    proc = python("-m", "tests._lazy._cache_bound_main",
+                  env={"XLA_COMPILATION_CACHE_SIZE": 16, "XLA_IR_SHAPE_CACHE_SIZE": 64})
     out = json.loads(proc.stdout.splitlines()[-1])
     samples = out["samples"]
     assert all(s["programs"] <= 16 and s["live_programs"] <= 16 and s["meta"] <= 64 for s in samples), samples
@@ -233,19 +224,19 @@ def test_scalars_are_one_parameter_per_distinct_value(dev):
     stays float32; scalars that share a parameter and then differ (0.0 and -0.0 too) get a
     program of their own, with the right values."""
     import jax
-    from torch_xla._lazy import compiler
+    from torch_xla._lazy import graph_program
     from torch_xla._lazy.tensor import unwrap
     x = torch.randn(4, device=dev)
     xm.mark_step()
     xc = x.cpu()
-    w = compiler.walk([unwrap(_chain(x, 0.5, 0.25))._value])
+    w = graph_program.walk([unwrap(_chain(x, 0.5, 0.25))._value])
     assert len(w.args[2]) == 23 and w.program.slot_types == (float, float, int, int, int)
     text = str(jax.make_jaxpr(w.program.run_packed)(*w.call_args))
     assert " split[" not in text and " slice[" not in text, text
     for a, b in ((0.5, 0.25), (0.5, 0.5), (0.5, -0.5), (0.0, -0.0)):
-        out = _chain(x, a, b).cpu()
+        out = _chain(x, a, b)
         assert out.dtype == torch.float32
-        torch.testing.assert_close(out, _chain(xc, a, b))
+        assert_same(out, _chain(xc, a, b))
 
 
 def test_changing_scalars_that_share_a_value_compile_once_per_pattern(dev):
@@ -257,7 +248,7 @@ def test_changing_scalars_that_share_a_value_compile_once_per_pattern(dev):
         (x * a + b).cpu()
     n = compiles()
     for a, b in ((0.75, 0.75), (0.125, 0.375), (2.0, 2.0)):
-        torch.testing.assert_close((x * a + b).cpu(), x.cpu() * a + b)
+        assert_same(x * a + b, x.cpu() * a + b)
     assert compiles() == n
 
 

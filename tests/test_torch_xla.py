@@ -1,9 +1,7 @@
-"""The top-level torch_xla API: devices, sync and step closures, compile/step, launch,
-seeds, the version and distribution metadata, and what `import torch_xla` makes reachable."""
+"""torch_xla's top-level API (torch_xla/torch_xla.py, torch_xla/__init__.py): devices, sync and
+step closures, compile/step, launch, seeds, the version and distribution metadata, and what
+`import torch_xla` makes reachable."""
 import importlib.metadata
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -14,7 +12,8 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.runtime as xr
 
-from tests.conftest import compiles
+from tests.compare import EXACT, assert_same, compiles
+from tests.fresh_process import python
 
 
 def _executions():
@@ -34,18 +33,8 @@ def test_import_makes_the_submodules_reachable():
     code = ("import torch_xla; print(torch_xla.runtime.world_size(), "
             "torch_xla.core.xla_model.xla_device(), callable(torch_xla._XLAC._xla_get_default_device), "
             "torch_xla.experimental.__name__, torch_xla.runtime.is_spmd())")
-    env = dict(os.environ, XLA_USE_SPMD="1")  # torch_xla's older switch: SPMD from the start
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=env)
+    out = python("-c", code, env={"XLA_USE_SPMD": 1})  # torch_xla's older switch: SPMD from the start
     assert out.stdout.split() == ["1", "xla:0", "True", "torch_xla.experimental", "True"]
-
-
-def test_environment_variable_names():
-    import torch_xla.core.xla_env_vars as xenv
-    names = {k: v for k, v in vars(xenv).items() if k.isupper()}
-    assert names["PJRT_DEVICE"] == "PJRT_DEVICE" and names["TPU_VISIBLE_CHIPS"] == "TPU_VISIBLE_CHIPS"
-    assert names["TPU_MESH_CTLER_ADDR"] == "TPU_MESH_CONTROLLER_ADDRESS"
-    assert all(k == v for k, v in names.items() if not k.startswith("TPU_MESH_CTLER"))
 
 
 def test_devices():
@@ -105,7 +94,7 @@ def test_compile_runs_the_function_as_one_graph(dev):
     before = _executions()
     out = f(x)
     assert _executions() == before + 2
-    torch.testing.assert_close(out.cpu(), (torch.ones(4) * 2).sin() + torch.ones(4).cos())
+    assert_same(out, (torch.ones(4) * 2).sin() + torch.ones(4).cos())
     assert pending.cpu().tolist() == [2.0] * 4
 
 
@@ -150,7 +139,7 @@ def test_manual_seed_repeats_random_values(dev):
     torch_xla.manual_seed(7)
     a = torch.rand(4, device=dev).cpu()
     torch_xla.manual_seed(7, dev)
-    assert torch.equal(torch.rand(4, device=dev).cpu(), a)
+    assert_same(torch.rand(4, device=dev), a, **EXACT)
     assert xm.get_rng_state(dev) != 7
 
 
@@ -169,53 +158,3 @@ def test_launch_under_torchrun_needs_a_coordinator(monkeypatch):
     monkeypatch.delenv("TORCH_XLA_COORDINATOR", raising=False)
     with pytest.raises(RuntimeError, match="TORCH_XLA_COORDINATOR"):
         torch_xla.launch(_launched, args=([],))
-
-
-def test_runtime_layout():
-    assert (xr.host_index(), xr.local_process_count(), xr.global_device_count(), xr.local_device_count()) == (0, 1, 1, 1)
-    attributes = xr.runtime_device_attributes("CPU:0")
-    assert attributes["name"] == "CPU:0" and attributes["device_kind"] == "cpu"
-    assert xr.runtime_device_attributes("xla:0") == attributes == xr.global_runtime_device_attributes()[0]
-    with pytest.raises(RuntimeError, match="Unknown XLA device"):
-        xr.runtime_device_attributes("TPU:0")
-    assert xr.is_bf16_supported() and not xr.is_spmd()
-
-
-def test_master_ip_comes_from_the_coordinator(monkeypatch):
-    monkeypatch.delenv("TORCH_XLA_COORDINATOR", raising=False)
-    with pytest.raises(RuntimeError, match="IP discovery not supported for device: CPU"):
-        xr.get_master_ip()
-    monkeypatch.setenv("TORCH_XLA_COORDINATOR", "10.1.2.3:8476")
-    assert xr.get_master_ip() == "10.1.2.3"
-
-
-def test_device_type_is_fixed_once_the_runtime_started(monkeypatch):
-    xm.xla_device()
-    monkeypatch.setenv("PJRT_DEVICE", "CPU")
-    xr.set_device_type("CPU")
-    with pytest.raises(RuntimeError, match="after XLA runtime is initialized"):
-        xr.set_device_type("TPU")
-
-
-def test_spmd_auto_sharding_raises_and_leaves_spmd_off():
-    with pytest.raises(NotImplementedError, match="auto-sharding"):
-        xr.use_spmd(auto=True)
-    assert not xr.is_spmd()
-
-
-def test_tpu_count_is_zero_on_a_host_without_tpus(monkeypatch):
-    from torch_xla._internal import tpu
-    assert tpu.num_available_chips() == 0 and tpu.num_available_devices() == 0
-    monkeypatch.delenv("TPU_ACCELERATOR_TYPE", raising=False)
-    monkeypatch.delenv("ACCELERATOR_TYPE", raising=False)
-    with pytest.raises(EnvironmentError, match="no TPU"):
-        tpu.version()
-    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
-    assert tpu.version() == 3 and tpu.num_logical_cores_per_chip() == 2
-
-
-def test_op_builder_ops_refuse_naming_call_jax():
-    import torch_xla.core.xla_op_registry as xor
-    op = xor.register("slice_and_add", lambda a, b: a + b)
-    with pytest.raises(NotImplementedError, match="call_jax"):
-        op(torch.ones(2), torch.ones(2))

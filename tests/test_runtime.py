@@ -1,0 +1,80 @@
+"""torch_xla.runtime: the runtime's layout and device attributes, the master's address, the
+device type fixed once the runtime started, SPMD's switch, and `initialize_cache` (a second
+process loads its programs from disk instead of compiling)."""
+import json
+import os
+import textwrap
+
+import pytest
+
+import torch_xla.core.xla_model as xm
+import torch_xla.runtime as xr
+from tests.fresh_process import python
+
+
+def test_runtime_layout():
+    assert (xr.host_index(), xr.local_process_count(), xr.global_device_count(), xr.local_device_count()) == (0, 1, 1, 1)
+    attributes = xr.runtime_device_attributes("CPU:0")
+    assert attributes["name"] == "CPU:0" and attributes["device_kind"] == "cpu"
+    assert xr.runtime_device_attributes("xla:0") == attributes == xr.global_runtime_device_attributes()[0]
+    with pytest.raises(RuntimeError, match="Unknown XLA device"):
+        xr.runtime_device_attributes("TPU:0")
+    assert xr.is_bf16_supported() and not xr.is_spmd()
+
+
+def test_master_ip_comes_from_the_coordinator(monkeypatch):
+    monkeypatch.delenv("TORCH_XLA_COORDINATOR", raising=False)
+    with pytest.raises(RuntimeError, match="IP discovery not supported for device: CPU"):
+        xr.get_master_ip()
+    monkeypatch.setenv("TORCH_XLA_COORDINATOR", "10.1.2.3:8476")
+    assert xr.get_master_ip() == "10.1.2.3"
+
+
+def test_device_type_is_fixed_once_the_runtime_started(monkeypatch):
+    xm.xla_device()
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    xr.set_device_type("CPU")
+    with pytest.raises(RuntimeError, match="after XLA runtime is initialized"):
+        xr.set_device_type("TPU")
+
+
+def test_spmd_auto_sharding_raises_and_leaves_spmd_off():
+    with pytest.raises(NotImplementedError, match="auto-sharding"):
+        xr.use_spmd(auto=True)
+    assert not xr.is_spmd()
+
+
+_SCRIPT = textwrap.dedent("""
+    import json, sys, torch
+    import torch_xla, torch_xla.runtime as xr, torch_xla.debug.metrics as met
+    xr.initialize_cache(sys.argv[1], readonly=sys.argv[2] == 'readonly')
+    d = torch_xla.device()
+    x = torch.arange(6, dtype=torch.float32).to(d).reshape(2, 3)
+    values = [(x * 2 + 1).sum(1).cpu().tolist()]
+    if sys.argv[2] == 'readonly':  # a program the first run never built
+        values.append((x.t() @ x).trace().item())
+    print(json.dumps({'values': values, 'hit': met.counter_value('PersistentCacheHit'),
+                      'miss': met.counter_value('PersistentCacheMiss'),
+                      'compiled': met.counter_value('UncachedCompile')}))
+""")
+
+
+def _run(cache_dir, mode):
+    out = python("-c", _SCRIPT, cache_dir, mode)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_loads_programs_from_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    first = _run(cache, "write")
+    assert first["hit"] is None and first["miss"] == first["compiled"] >= 1
+    entries = sorted(os.listdir(cache))
+    assert len(entries) == first["compiled"]
+
+    second = _run(cache, "readonly")
+    assert second["values"][0] == first["values"][0] == [9.0, 27.0]
+    assert second["values"][1] == 55.0  # sum of squares of 0..5
+    # the first run's programs are loaded; the new one is compiled but, read-only, not written
+    assert second["hit"] == first["compiled"] and second["miss"] is None
+    assert second["compiled"] == first["compiled"] + 1
+    assert sorted(os.listdir(cache)) == entries
