@@ -80,7 +80,8 @@ class _Key:
 # forward and backward, a batch of 32: 2.5 x the time per step, and 1.5 x the compile time),
 # so convolutions are left to XLA.
 _COMPILER_OPTIONS = {"cpu": {"xla_cpu_parallel_codegen_split_count": 1,
-                             "xla_cpu_experimental_ynn_fusion_type": "individual_dot,reduce"}}
+                             "xla_cpu_experimental_ynn_fusion_type":
+                                 "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}}
 
 
 class OnDevice:
