@@ -59,14 +59,19 @@ def run_file(side, python, test_dir, path, args, timeout):
         out = os.path.join(work, "metrics.json")
         file = test_dir / path
         start = time.perf_counter()
-        proc = subprocess.run([python, "-c", _WRAPPER, out, str(file), *args], cwd=file.parent,
-                              env=_environment(side), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, timeout=timeout)
+        try:
+            proc = subprocess.run([python, "-c", _WRAPPER, out, str(file), *args],
+                                  cwd=file.parent, env=_environment(side),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  timeout=timeout)
+            code, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired:  # its time so far stands, marked as a timeout
+            code, stderr = "timeout", ""
         wall = time.perf_counter() - start
         metrics = json.load(open(out)) if os.path.exists(out) else {}
-    if proc.returncode:
-        print(f"  {side} {path}: exit {proc.returncode}: {proc.stderr[-400:]}", file=sys.stderr)
-    return wall, proc.returncode, metrics
+    if code:
+        print(f"  {side} {path}: exit {code}: {stderr[-400:]}", file=sys.stderr)
+    return wall, code, metrics
 
 
 def _summary(metrics):
