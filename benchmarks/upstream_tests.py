@@ -96,7 +96,7 @@ def main(argv):
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--ours-python", default=sys.executable)
     parser.add_argument("--timeout", type=int, default=1800)
-    opts = parser.parse_args(argv)
+    opts = parser.parse_intermixed_args(argv)
     test_dir = opts.upstream_src / "test"
     sides = {"ours": opts.ours_python, "upstream": opts.upstream_python}
     for entry in opts.files:
