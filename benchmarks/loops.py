@@ -8,6 +8,10 @@ this one run:
 - call_jax: a step whose MLP block is a jax function called through `call_jax`, against
   the same ops written in torch (`call_jax/torch`: steady step time, 1 is the target).
 
+Each line also gives the achieved FLOP/s (the program's, by XLA's cost analysis) as a
+fraction of this machine's matmul peak measured in the same run: of the steady call_jax
+step, and of the 32-layer scanned first step (trace and compile included).
+
 `python loops.py [scan] [call_jax]` runs those parts (both by default).
 
 Each depth is a graph of its own, compiled in this process after a warm-up model of
@@ -23,7 +27,8 @@ import torch.nn.functional as F
 
 import torch_xla
 import torch_xla.core.xla_builder as xb
-from common import alternating_times, first_step_time, report
+from common import (alternating_times, first_step_time, flop_rate, last_torch_xla_program,
+                    program_flops, report)
 from torch_xla.experimental.scan_layers import scan_layers
 
 WIDTH, SEQ, BATCH = 64, 16, 4
@@ -45,6 +50,7 @@ class Layer(torch.nn.Module):
 
 
 def torch_first_step(depth, scanned, width=WIDTH):
+    """The first step's seconds, and the FLOPs of its program."""
     dev = torch_xla.device()
     torch.manual_seed(0)
     layers = [Layer(width).to(dev) for _ in range(depth)]
@@ -55,7 +61,8 @@ def torch_first_step(depth, scanned, width=WIDTH):
         y = scan_layers(layers, x) if scanned else torch.nn.Sequential(*layers)(x)
         y.pow(2).mean().backward()
         torch_xla.sync()
-    return first_step_time(step, lambda: torch_xla.sync(wait=True))
+    seconds = first_step_time(step, lambda: torch_xla.sync(wait=True))
+    return seconds, program_flops(last_torch_xla_program())
 
 
 def _jax_layer(p, x):
@@ -103,14 +110,17 @@ def call_jax_against_torch():
         kept[0] = (F.gelu(x @ w1) @ w2).sum()
         torch_xla.sync()
     wait = lambda: torch_xla.sync(wait=True)  # noqa: E731
-    return alternating_times((through_jax, wait), (in_torch, wait), blocks=5, steps_per_block=20)
+    times = alternating_times((through_jax, wait), (in_torch, wait), blocks=5, steps_per_block=20)
+    through_jax()
+    wait()
+    return (*times, program_flops(last_torch_xla_program()))
 
 
 def main(which=("scan", "call_jax")):
     if "call_jax" in which:
-        ours, torch_ops, ratio = call_jax_against_torch()
+        ours, torch_ops, ratio, flops = call_jax_against_torch()
         report("call_jax step", {"call_jax_ms": ours * 1e3, "torch_ms": torch_ops * 1e3,
-                                 "call_jax/torch": ratio})
+                                 "call_jax/torch": ratio, **flop_rate(flops, ours)})
     if "scan" not in which:
         return
     torch_first_step(2, True, width=48)  # warm-ups: other shapes, other programs
@@ -118,12 +128,13 @@ def main(which=("scan", "call_jax")):
     jax_first_step(2, width=48)
     figures = {}
     for depth in (8, 16, 32):
-        figures[f"scan_{depth}_s"] = torch_first_step(depth, True)
-        figures[f"unrolled_{depth}_s"] = torch_first_step(depth, False)
+        figures[f"scan_{depth}_s"], flops = torch_first_step(depth, True)
+        figures[f"unrolled_{depth}_s"], _ = torch_first_step(depth, False)
         figures[f"jax_{depth}_s"] = jax_first_step(depth)
     figures["first_32/8"] = figures["scan_32_s"] / figures["scan_8_s"]
     figures["unrolled_first_32/8"] = figures["unrolled_32_s"] / figures["unrolled_8_s"]
     figures["scan/jax_32"] = figures["scan_32_s"] / figures["jax_32_s"]
+    figures.update({f"scan_32_first_{k}": v for k, v in flop_rate(flops, figures["scan_32_s"]).items()})
     report("scan_layers first step", figures)
 
 

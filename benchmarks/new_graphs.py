@@ -25,6 +25,7 @@ import torch
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.runtime as xr
+from common import flop_rate, last_torch_xla_program, program_flops
 
 WIDTH = 32
 OPS_PER_BLOCK = 4  # mm, tanh, mul, add
@@ -48,11 +49,6 @@ def hlo_instructions(compiled) -> int:
     """Instructions of an optimized HLO module, its fused computations included."""
     return sum(1 for line in compiled.as_text().splitlines()
                if " = " in line and not line.lstrip().startswith(("HloModule", "%fused", "ENTRY")))
-
-
-def _last_program():
-    from torch_xla._lazy import runner
-    return runner.cached_programs()[-1].compiled
 
 
 def ours_graph(run_ops, make_inputs):
@@ -85,7 +81,8 @@ def jax_graph(fn, args):
     return (wall, cpu, lowering, compile_, wall - lowering - compile_), compiled
 
 
-def _report(name, ours, theirs, ours_hlo, jax_hlo):
+def _report(name, ours, theirs, ours_program, jax_program):
+    """The medians; the achieved FLOP/s is of the whole first step (trace, compile, run)."""
     ours, theirs = np.array(ours), np.array(theirs)
     med = lambda a: float(np.median(a))  # noqa: E731
     figures = {
@@ -94,8 +91,10 @@ def _report(name, ours, theirs, ours_hlo, jax_hlo):
         "ours_trace_ms": med(ours[:, 2]) * 1e3, "ours_lowering_ms": med(ours[:, 3]) * 1e3,
         "ours_xla_compile_ms": med(ours[:, 4]) * 1e3, "ours_first_run_ms": med(ours[:, 5]) * 1e3,
         "jax_lowering_ms": med(theirs[:, 2]) * 1e3, "jax_xla_compile_ms": med(theirs[:, 3]) * 1e3,
-        "jax_first_run_ms": med(theirs[:, 4]) * 1e3, "ours_hlo_instructions": ours_hlo,
-        "jax_hlo_instructions": jax_hlo}
+        "jax_first_run_ms": med(theirs[:, 4]) * 1e3,
+        "ours_hlo_instructions": hlo_instructions(ours_program),
+        "jax_hlo_instructions": hlo_instructions(jax_program),
+        **flop_rate(program_flops(ours_program), med(ours[:, 0]))}
     print(name, json.dumps({k: round(v, 3) if isinstance(v, float) else v
                             for k, v in figures.items()}), flush=True)
     return figures
@@ -128,8 +127,8 @@ def chain(graphs, ops, batch0=3):
         if g:
             ours.append(mine)
             theirs.append(jaxs)
-    return _report(f"chain {blocks * OPS_PER_BLOCK} ops", ours, theirs,
-                   hlo_instructions(_last_program()), hlo_instructions(compiled))
+    return _report(f"chain {blocks * OPS_PER_BLOCK} ops", ours, theirs, last_torch_xla_program(),
+                   compiled)
 
 
 def _train_pair(module_name, graphs):
@@ -147,8 +146,7 @@ def _train_pair(module_name, graphs):
         if g:
             ours.append(mine)
             theirs.append(jaxs)
-    return _report(f"{module_name} step", ours, theirs, hlo_instructions(_last_program()),
-                   hlo_instructions(compiled))
+    return _report(f"{module_name} step", ours, theirs, last_torch_xla_program(), compiled)
 
 
 def persistent(graphs, ops):

@@ -23,7 +23,8 @@ import torch_xla.runtime as xr  # noqa: E402
 from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy  # noqa: E402
 from torch_xla.experimental.spmd_fully_sharded_data_parallel import \
     SpmdFullyShardedDataParallel as FSDPv2  # noqa: E402
-from common import first_step_time, report, steady_time  # noqa: E402
+from common import (first_step_time, flop_rate, last_torch_xla_program,  # noqa: E402
+                    program_flops, report, steady_time)
 
 V, D, H, F_, T, B, LAYERS, LR = 1024, 256, 4, 512, 64, 16, 2, 1e-3
 HD = D // H
@@ -170,12 +171,14 @@ def main():
     step = ours(mesh)
     ours_first = first_step_time(step, xm.wait_device_ops)
     ours_t = steady_time(step, xm.wait_device_ops, blocks=3, steps_per_block=5)
+    flops = program_flops(last_torch_xla_program())  # the step's one program, all 8 devices
     jstep, jsync = jax_step_fn(mesh.get_jax_mesh())
     jax_first = first_step_time(jstep, jsync)
     jax_t = steady_time(jstep, jsync, blocks=3, steps_per_block=5)
     report("spmd_fsdp (8 devices)", {"ours_ms": ours_t * 1e3, "jax_ms": jax_t * 1e3,
                                      "ours/jax": ours_t / jax_t, "first_ours_s": ours_first,
-                                     "first_jax_s": jax_first, "first_ratio": ours_first / jax_first})
+                                     "first_jax_s": jax_first, "first_ratio": ours_first / jax_first,
+                                     **flop_rate(flops, ours_t)})
 
 
 if __name__ == "__main__":

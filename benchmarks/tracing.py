@@ -16,7 +16,7 @@ import time
 import torch
 
 import torch_xla.core.xla_model as xm
-from common import best_of, report, steady_time
+from common import best_of, flop_rate, last_torch_xla_program, program_flops, report, steady_time
 
 N_OPS = 300
 MARK_STEP_OPS = 200
@@ -66,6 +66,7 @@ def main():
     def replay():
         held[0] = graph(x)
     whole = steady_time(replay, xm.mark_step, blocks=7, steps_per_block=1)
+    flops = program_flops(last_torch_xla_program())  # the replayed graph's program
     trace_only = best_of(lambda: graph(x))
     xm.mark_step()
     mark_step = mark_step_time(x)
@@ -75,7 +76,8 @@ def main():
     report("tracing", {"per_op_us": whole / N_OPS * 1e6, "trace_only_us": trace_only / N_OPS * 1e6,
                        "floor_us": floor / N_OPS * 1e6, "target_us": 7.0,
                        "mark_step_ms": mark_step * 1e3,
-                       "compiled_call_us": compiled_us, "lazy_call_us": lazy_us})
+                       "compiled_call_us": compiled_us, "lazy_call_us": lazy_us,
+                       **flop_rate(flops, whole)})
 
 
 def per_call_us(dev, calls=200):

@@ -44,6 +44,8 @@ def test_stablehlo_and_hlo_of_the_program_that_would_run(dev):
     assert XLAC._get_stablehlo([c]) == stablehlo
     hlo = XLAC._get_xla_tensors_hlo([c])
     assert hlo.startswith("HloModule") and " dot(" in hlo and "f32[2,3]" in hlo
+    # as torch_xla prints HLO: `%` names, each operand with its shape
+    assert re.search(r" dot\(f32\[2,3\]\{1,0\} %[\w.]+, f32\[3,2\]\{1,0\} %", hlo), hlo
     assert compiles() == before and unwrap(c)._value.pending
 
 

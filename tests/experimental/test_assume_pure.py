@@ -3,6 +3,7 @@ as on the CPU, tensors it closes over read afresh, random ops seeded by rng_seed
 import torch
 
 import torch_xla
+import torch_xla.experimental.assume_pure as ap
 from tests.compare import EXACT, assert_same, check, compiles
 from torch_xla.experimental.assume_pure import PureModule, assume_pure
 
@@ -72,3 +73,24 @@ def test_rng_seed_argument(dev):
     r0, r1, r0_again = noisy(a, rng_seed=0), noisy(a, rng_seed=1), noisy(a, rng_seed=0)
     assert not torch.equal(r0.cpu(), r1.cpu())
     assert_same(r0, r0_again.cpu(), **EXACT)
+
+
+def test_assume_pure_torch_traces_each_call_unless_cached_by_name(dev):
+    traces = []
+
+    def f(a, b):
+        traces.append(1)
+        return torch.sin(a @ b)
+    a = torch.randn(3, 3)
+    each_call = ap.assume_pure_torch(f)
+    cached = ap.assume_pure_torch(f, use_cache=True)
+    with torch.no_grad():
+        for g in (each_call, each_call, cached, cached):
+            assert_same(g(a.to(dev), a.to(dev)), torch.sin(a @ a))
+        assert len(traces) == 3
+        assert set(ap._XLA_COMPUTATION_CACHE) == {"f"}
+        # a call of another signature is traced for it (torch_xla would reuse the first)
+        assert cached(a[:2].to(dev), a.to(dev)).shape == (2, 3) and len(traces) == 4
+    ap._XLA_COMPUTATION_CACHE.clear()
+    check(lambda a: (ap.assume_pure_torch(f) if a.device.type == "xla" else f)(a, a),
+          a.requires_grad_(), grads=True)  # with gradients (torch_xla's is forward only)

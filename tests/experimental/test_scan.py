@@ -1,6 +1,9 @@
 """scan, scan_layers, while_loop and fori_loop: one XLA loop each (the body traced once),
 values and gradients as a Python loop on the CPU, a training loop compiled once."""
+import re
+
 import torch
+from functorch.compile import default_partition, min_cut_rematerialization_partition
 from torch._higher_order_ops.while_loop import while_loop as torch_while_loop
 
 import torch_xla
@@ -59,6 +62,24 @@ def test_scan_training_loop_compiles_once(dev):
         torch_xla.sync()
         counts.append(compiles())
     assert counts[1] == counts[2]
+
+
+def test_rematerializing_partition_recomputes_the_forward_in_the_backward(dev):
+    def step(carry, x):
+        return torch.sin(torch.sin(carry)), torch.sin(x)
+
+    def grads_and_sines(partition_fn):
+        init = torch.linspace(0, 1, 4, device=dev).requires_grad_()
+        xs = torch.linspace(-1, 1, 12, device=dev).reshape(3, 4).requires_grad_()
+        carry, ys = scan(step, init, xs, partition_fn=partition_fn)
+        torch_xla.sync()  # the forward runs: the backward's program is the backward alone
+        (carry.sum() + ys.sum()).backward()
+        hlo = torch_xla._XLAC._get_xla_tensors_hlo([init.grad, xs.grad])
+        return (init.grad.cpu(), xs.grad.cpu()), len(re.findall(r" sine\(f32", hlo))
+    saved, no_sines = grads_and_sines(default_partition)
+    recomputed, sines = grads_and_sines(min_cut_rematerialization_partition)
+    assert no_sines == 0 and sines >= 1, (no_sines, sines)  # sin(carry) again, for cos(sin(carry))
+    torch.testing.assert_close(recomputed, saved)
 
 
 def test_scan_layers_matches_sequential(dev):

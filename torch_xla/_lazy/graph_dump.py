@@ -10,6 +10,7 @@ import hashlib
 import os
 
 import torch
+from jax._src.lib import hlo as _hlo
 
 from . import graph_program, pjrt, runner
 from .spmd import program as spmd_program
@@ -93,7 +94,19 @@ def program_text(tensors, dialect: str = "stablehlo") -> str:
     """The program's text: `dialect` 'stablehlo' (MLIR) or 'hlo' (XLA HLO). Empty if nothing
     is pending."""
     low = lowered(tensors)
-    return "" if low is None else low.as_text(dialect=dialect)
+    if low is None:
+        return ""
+    return hlo_text(low) if dialect == "hlo" else low.as_text(dialect=dialect)
+
+
+def hlo_text(low) -> str:
+    """The HLO text of jax's `Lowered` as XLA's `HloModule::ToString` prints it for torch_xla:
+    names with `%`, each operand with its shape (`sine(f32[4,4]{1,0} %x)`)."""
+    options = _hlo.HloPrintOptions()
+    options.print_operand_shape = True
+    options.print_percent = True
+    options.print_metadata = False
+    return low.compiler_ir("hlo").get_hlo_module().to_string(options)
 
 
 def program_bytecode(tensors) -> bytes:

@@ -10,6 +10,12 @@ parameters) are read afresh at each call and get gradients.
 Random ops in it draw the same numbers at every call (their seeds are fixed when traced),
 unless `add_rng_seed_argument=True`: then each call takes `rng_seed=` (an int) and equal
 seeds give equal draws.
+
+`assume_pure_torch(fn, use_cache=False)` is torch_xla's other door to the same trace: each
+call traces `fn` again, unless `use_cache=True`, which keeps the traces in
+`_XLA_COMPUTATION_CACHE` under `fn`'s name (per argument signature here; torch_xla reuses
+one computation for any shapes) and reuses them. torch_xla's is forward only; here
+gradients flow through it as through `assume_pure`.
 """
 import functools
 
@@ -33,6 +39,22 @@ def assume_pure(fn, *, add_rng_seed_argument=False):
         return traced.call_pure(cache, fn, args, kwargs, seed)
 
     return pure
+
+
+# fn.__name__ -> {argument signature: its trace}, for assume_pure_torch(use_cache=True)
+_XLA_COMPUTATION_CACHE = {}
+
+
+def assume_pure_torch(func, use_cache=False):
+    """`func` as one traced jax function at each call; traced once per argument signature
+    and kept under `func`'s name with `use_cache` (see the module's docstring)."""
+
+    @functools.wraps(func)
+    def inner(*args, **kwargs):
+        cache = _XLA_COMPUTATION_CACHE.setdefault(func.__name__, {}) if use_cache else {}
+        return traced.call_pure(cache, func, args, kwargs)
+
+    return inner
 
 
 def _pure_forward(module, params, buffers, args, kwargs):

@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+import torch_xla
 import torch_xla.debug.metrics as met
 from tests._lazy.lowering._helpers import seeded_randn
 from tests.conftest import check, check_lowered
@@ -167,6 +168,16 @@ def test_clone_and_alias():
 def test_select_out_of_range_is_pytorchs_index_error(dev):
     with pytest.raises(IndexError, match="out of range"):
         torch.zeros(2, 3, device=dev).select(1, 3)
+
+
+def test_unbinds_gradient_is_slices_not_gathers(dev):
+    """select is one slice (a stack's backward selects a gradient per input)."""
+    x = torch.randn(4, 3, device=dev)
+    torch_xla.sync()
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([x.unbind(0)[-1] * 2, x.select(1, -2)])
+    assert "gather(" not in hlo and "call(" not in hlo and hlo.count(" slice(") == 2, hlo
+    check(lambda x: torch.stack([p * i for i, p in enumerate(x.unbind(1))], 0), leaf(2, 3, 4),
+          grads=True)
 
 
 def test_results_are_contiguous(dev):

@@ -68,7 +68,15 @@ def squeeze(x, dim=None):
 
 @lower(aten.select_copy.int, aten.select.int)
 def select(x, dim, index):
-    return jnp.take(x, index % x.shape[dim] if x.shape[dim] else index, axis=dim)
+    """One dynamic slice at the (dynamic) index, made non-negative: PyTorch's meta kernel
+    has refused an index out of range; no gather, no call (a stack's backward selects
+    each of its inputs' gradients: a scanned model's depth of them)."""
+    n = x.shape[dim]
+    if not n:
+        return jnp.take(x, index, axis=dim)
+    start = jax.lax.rem(index + n, n)
+    return jax.lax.squeeze(jax.lax.dynamic_slice_in_dim(x, start, 1, dim % x.ndim,
+                                                        allow_negative_indices=False), (dim % x.ndim,))
 
 
 @lower(aten.slice_copy.Tensor, aten.slice.Tensor)
@@ -115,7 +123,7 @@ def split(x, split_size, dim=0):
 @lower(aten.unbind_copy.int, aten.unbind.int)
 def unbind(x, dim=0):
     dim = dim % x.ndim
-    return tuple(jnp.take(x, i, axis=dim) for i in range(x.shape[dim]))
+    return tuple(jax.lax.index_in_dim(x, i, dim, keepdims=False) for i in range(x.shape[dim]))
 
 
 @lower(aten.flip.default)
