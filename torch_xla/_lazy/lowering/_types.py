@@ -6,6 +6,7 @@ complex) counts. 0-d tensors count below tensors with dimensions of the same cat
 """
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 
 _BOOL, _INT, _FLOAT, _COMPLEX = range(4)
@@ -70,7 +71,11 @@ def cast(x, dtype):
         return jnp.asarray(x, dtype=dtype)
     if x.dtype == dtype and not is_weak(x):
         return x
-    return x.astype(dtype)
+    if np.dtype(x.dtype).kind == "c":  # jnp's complex casts (to bool: x != 0)
+        return x.astype(dtype)
+    # lax's conversion, not jnp's `astype`: in a program's trace, a lowering's casts are
+    # most of its calls, and `astype` checks and canonicalizes before it converts.
+    return lax.convert_element_type(x, dtype)
 
 
 def promote(*args):

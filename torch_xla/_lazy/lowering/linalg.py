@@ -33,6 +33,10 @@ def _einsum(spec, x, y):
 
 @lower(aten.mm.default, aten.bmm.default, aten.matmul.default)
 def matmul(x, y):
+    if x.ndim == y.ndim == 2 and x.dtype == y.dtype and jnp.issubdtype(x.dtype, jnp.inexact):
+        # mm: lax's product directly (jnp's is jitted: a nested trace in a program's)
+        return lax.dot_general(x, y, (((1,), (0,)), ((), ())), precision=matmul_precision(),
+                               preferred_element_type=opmath(x.dtype))
     return jnp.matmul(x, y, precision=matmul_precision(), preferred_element_type=opmath(x.dtype))
 
 

@@ -3,7 +3,7 @@ import jax
 
 from .. import pjrt
 from ..ir import fill_template
-from ._types import is_weak
+from ._types import cast, is_weak
 
 
 def call_lowering(op, template, inputs, scalars, avals):
@@ -22,7 +22,7 @@ def call_lowering(op, template, inputs, scalars, avals):
     for o, (shape, dtype) in zip(out, avals):
         jdtype = pjrt.to_jax_dtype(dtype)
         if o.dtype != jdtype or is_weak(o):
-            o = o.astype(jdtype)
+            o = cast(o, jdtype)
         if tuple(o.shape) != shape:
             raise RuntimeError(f"internal error: lowering of {op.name} gave shape {tuple(o.shape)}, "
                                f"PyTorch expects {shape}")
