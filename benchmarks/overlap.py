@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 import torch_xla.core.xla_model as xm  # noqa: E402
 from common import best_of, flop_rate, last_torch_xla_program, program_flops, report  # noqa: E402
-from torch_xla._lazy import compiler  # noqa: E402
+from torch_xla._lazy import graph_program  # noqa: E402
 from torch_xla._lazy.tensor import live_values  # noqa: E402
 
 N, SMALL_OPS = 384, 300
@@ -59,8 +59,8 @@ class Workload:
         """The step's program alone: compiled without donation (so it can run again on the
         same buffers), launched and waited for, best of `repeat`."""
         self.trace()
-        w = compiler.walk(live_values(0))
-        program = compiler.program_for(w)
+        w = graph_program.walk(live_values(0))
+        program = graph_program.program_for(w)
         args = w.call_args
         jax.block_until_ready(program.compiled(*args))
         best = best_of(lambda: jax.block_until_ready(program.compiled(*args)), repeat)

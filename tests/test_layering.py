@@ -18,8 +18,12 @@ STAGES = (
     ("torch_xla._lazy.device", "torch_xla._lazy.inplace", "torch_xla._lazy.serialization",
      "torch_xla._lazy.module_conversion", "torch_xla._lazy.packed_sequences",
      "torch_xla._lazy.out_arguments"),
-    ("torch_xla._lazy.engine_ops", "torch_xla._lazy.replicas.collective_ops",
-     "torch_xla._lazy.spmd.mark_sharding", "torch_xla._lazy.value_checks", "torch_xla._lazy.loops",
+    ("torch_xla._lazy.engine_ops", "torch_xla._lazy.engine_ops.copies",
+     "torch_xla._lazy.engine_ops.aliases", "torch_xla._lazy.engine_ops.indexing",
+     "torch_xla._lazy.engine_ops.batch_norm", "torch_xla._lazy.engine_ops.argument_checks",
+     "torch_xla._lazy.replicas.collective_ops",
+     "torch_xla._lazy.spmd.mark_sharding", "torch_xla._lazy.spmd.op_sharding",
+     "torch_xla._lazy.optimization_barrier", "torch_xla._lazy.value_checks", "torch_xla._lazy.loops",
      "torch_xla._lazy.dlpack", "torch_xla._lazy.ready"),
     ("torch_xla._lazy.traced",),
     ("torch_xla._lazy.jax_functions",),
@@ -30,16 +34,19 @@ STAGES = (
     ("torch_xla._lazy.graph_capture", "torch_xla._lazy.graph_capture.decompose"),
     ("torch_xla._lazy.graph_capture.fx_lowering",),
     ("torch_xla._lazy.execution", "torch_xla._lazy.graph_dump"),
+    ("torch_xla._lazy.deferred_checks", "torch_xla._lazy.execution_errors"),
+    ("torch_xla._lazy.transfers",),
     ("torch_xla._lazy.spmd.program", "torch_xla._lazy.graph_cache"),
     ("torch_xla._lazy.spmd.manual_regions", "torch_xla._lazy.subgraph"),
-    ("torch_xla._lazy.compiler",),
+    ("torch_xla._lazy.graph_program",),
     ("torch_xla._lazy.lowering",  # and every module under it
      "torch_xla._lazy.spmd.constraint_lowering", "torch_xla._lazy.replicas.collective_lowering"),
     ("torch_xla._lazy.tensor", "torch_xla._lazy.replicas.program"),
     ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.spmd.layout",
      "torch_xla._lazy.op_rules"),
     ("torch_xla._lazy.runner", "torch_xla._lazy.compile_explanation"),
-    ("torch_xla._lazy.runtime", "torch_xla._lazy.metrics", "torch_xla._lazy.caches",
+    ("torch_xla._lazy.pjrt", "torch_xla._lazy.device_info", "torch_xla._lazy.counters",
+     "torch_xla._lazy.caches",
      "torch_xla._lazy.donation",
      "torch_xla._lazy.frames", "torch_xla._lazy.user_code", "torch_xla._lazy.kernel_libraries"),
     ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat"),
@@ -154,3 +161,27 @@ def test_a_wing_is_one_folder_of_sub_stages(wing):
     members = sorted(m for m in MODULES if _is_ancestor(wing, m))
     assert members and all(_stage(m) is not None and _stage(m) < _stage(wing) for m in members)
     assert not IMPORTS[wing], f"{wing} imports {sorted(IMPORTS[wing])}"
+
+
+def test_public_modules_reach_the_engine_through_its_modules():
+    """One door: public modules call the engine's modules; `_XLAC` (what user scripts call,
+    named as torch_xla's C++ extension) wraps the same calls, and no module goes through it."""
+    through = sorted(m for m, ts in IMPORTS.items() if "torch_xla._XLAC" in ts and m != "torch_xla")
+    assert not through, through
+
+
+def _package(name):
+    return ".".join(name.split(".")[:2])
+
+
+def test_public_packages_import_one_way():
+    """No two packages of the public API import each other (`utils` sits below `core`)."""
+    edges = {}
+    for m, ts in IMPORTS.items():
+        for t in ts:
+            a, b = _package(m), _package(t)
+            if a != b and "torch_xla" not in (a, b) and not b.startswith(ENGINE):
+                edges.setdefault(a, {})[b] = f"{m} -> {t}"
+    both = sorted(f"{edges[a][b]}, {edges[b][a]}" for a in edges for b in edges[a]
+                  if a < b and a in edges.get(b, {}))
+    assert not both, both

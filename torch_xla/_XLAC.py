@@ -3,28 +3,26 @@
 In torch_xla these live in the C++ extension; here they are thin functions over the lazy
 engine with the same names and arguments.
 """
-import hashlib
 import itertools
-import os
 import weakref
 
 import jax
 import torch
 
+from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import donation as _donation
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy import ir as _ir
-from torch_xla._lazy.spmd import manual_regions as _manual
 from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import ready as _ready
 from torch_xla._lazy import eager as _eager
-from torch_xla._lazy import metrics as _metrics
+from torch_xla._lazy import counters as _counters
 from torch_xla._lazy.lowering import linalg as _linalg, precision as _precision
-from torch_xla._lazy.lowering.training_ops import OPTIMIZATION_BARRIER
-from torch_xla._lazy import runtime as _runtime
+from torch_xla._lazy import optimization_barrier as _barrier
+from torch_xla._lazy import pjrt as _pjrt
 from torch_xla._lazy.spmd import mark_sharding as _sharding
-from torch_xla._lazy.spmd import layout as _spmd
+from torch_xla._lazy.spmd import op_sharding as _op_sharding
 from torch_xla._lazy import tensor as _tensor
 
 
@@ -52,81 +50,37 @@ def _get_stablehlo(tensors, device: str = "", devices=(), emit_bytecode: bool = 
 
 
 def _get_graph_hash(tensors) -> bytes:
-    """A digest of the pending graph behind `tensors` (all pending ones on the first device
-    if empty): equal for graphs that compile to the same program, whatever their data."""
-    return hashlib.sha256(_graph_dump.ir_text(list(tensors) or None).encode()).digest()
+    return _graph_dump.graph_hash(tensors)
 
 
 def _xla_get_default_device() -> str:
-    """This thread's device: a DataParallel replica's own, else xla:0."""
-    index = _runtime.thread_device()
-    return f"xla:{0 if index is None else index}"
+    return _device_info.default_device()
 
 
 def _xla_get_default_device_ordinal() -> int:
-    return _runtime.global_ordinal()
+    return _pjrt.global_ordinal()
 
 
 def _xla_real_devices(devices=()) -> list:
     """Runtime names ('CPU:3') of `devices` (default: this process's): the platform and the
     device's global index in the runtime."""
-    local = _runtime.jax_devices()
-    indices = [int(str(d).split(":")[1]) for d in devices] if devices else range(len(local))
-    return [_real_name(local[i]) for i in indices]
-
-
-def _real_name(d) -> str:
-    return f"{_runtime.device_type()}:{_runtime.global_devices().index(d)}"
-
-
-def _jax_device(device: str):
-    """The jax device of 'xla:N' or of a runtime name such as 'CPU:3'."""
-    kind, _, index = str(device).partition(":")
-    if kind == "xla":
-        return _runtime.jax_device(int(index or 0))
-    devices = _runtime.global_devices()
-    if kind.upper() != _runtime.device_type() or not index.isdigit() or int(index) >= len(devices):
-        raise RuntimeError(f"Unknown XLA device '{device}'; the runtime has "
-                           f"{_runtime.device_type()}:0 .. {_runtime.device_type()}:{len(devices) - 1}")
-    return devices[int(index)]
+    return _device_info.real_devices(devices)
 
 
 def _xla_device_kind(device: str) -> str:
-    """The vendor's name for the kind of `device` ('cpu', 'TPU v4', 'NVIDIA H100 ...')."""
-    return _jax_device(device).device_kind
+    return _device_info.device_kind(device)
 
 
 def _xla_get_device_attributes(device: str) -> dict:
-    """What PJRT tells of `device`: its kind, ids, and platform attributes (TPU `coords`,
-    `core_on_chip`, ...)."""
-    d = _jax_device(device)
-    attributes = {"name": _real_name(d), "device_kind": d.device_kind, "id": d.id,
-                  "process_index": d.process_index}
-    for name in ("coords", "core_on_chip", "slice_index", "num_cores"):
-        if hasattr(d, name):
-            attributes[name] = getattr(d, name)
-    return attributes
+    return _device_info.device_attributes(device)
 
 
 def _xla_get_all_device_attributes() -> list:
-    return [_xla_get_device_attributes(_real_name(d)) for d in _runtime.global_devices()]
+    return _device_info.all_device_attributes()
 
 
 def _xla_memory_info(device: str) -> dict:
-    """Memory of `device` in bytes: PJRT's statistics where the platform keeps them (GPU,
-    TPU); on the CPU, whose device memory is the host's, the bytes of the live buffers on
-    that device and the host's physical memory as the limit."""
-    d = _jax_device(device)
-    stats = d.memory_stats()
-    if stats:
-        info = {"bytes_used": stats.get("bytes_in_use", 0), "bytes_limit": stats.get("bytes_limit", 0)}
-        if "peak_bytes_in_use" in stats:
-            info["peak_bytes_used"] = stats["peak_bytes_in_use"]
-        return info
-    if d.platform != "cpu":
-        raise RuntimeError(f"{device}: the {d.platform} runtime reports no memory statistics")
-    used = sum(a.nbytes for a in jax.live_arrays() if d in a.devices() and len(a.devices()) == 1)
-    return {"bytes_used": used, "bytes_limit": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")}
+    return _device_info.memory_info(device)
 
 
 def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool = True) -> None:
@@ -137,11 +91,8 @@ def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool 
 
 
 def _xla_step_marker(device: str = "", devices=(), wait: bool = True, reset_scope: bool = True) -> None:
-    """Ends the step: materialises every live pending tensor (on a DataParallel thread, those
-    of its device); with `wait`, returns once the programs have run."""
-    _execution.mark_step()
-    if wait:
-        _xla_wait_device_ops()
+    """Ends the step (`execution.mark_step`); with `wait`, returns once the programs have run."""
+    _execution.mark_step(wait=wait)
 
 
 def _xla_wait_device_ops(devices=()) -> None:
@@ -164,25 +115,15 @@ def _get_use_eager_mode() -> bool:
 
 
 def _xla_metrics_report() -> str:
-    return _metrics.metrics_report()
+    return _counters.metrics_report()
 
 
 def _xla_counter_value(name: str):
-    return _metrics.counter_value(name)
+    return _counters.counter_value(name)
 
 
 def _xla_optimization_barrier_(tensors) -> None:
-    """Puts `tensors` (on one device) behind an XLA optimization barrier, in place: the
-    compiler may not move computations across it, nor merge what comes after it with what
-    came before (gradient checkpointing relies on that to recompute). Autograd sees no
-    change: each tensor's value is replaced under it, as torch_xla does."""
-    tensors = list(tensors)
-    if not tensors:
-        return
-    outs = _coll.apply(OPTIMIZATION_BARRIER, tensors, [_coll.aval(t) for t in tensors])
-    for t, out in zip(tensors, outs):
-        _sharding.propagate(_tensor.unwrap(t), _tensor.unwrap(out))  # (SPMD) keeps t's sharding
-        _tensor.unwrap(t)._value = _tensor.unwrap(out)._value
+    _barrier.optimization_barrier_(tensors)
 
 
 def _get_xla_sharding_spec(t) -> str:
@@ -199,41 +140,7 @@ def _get_xla_sharding_specs(tensors) -> list:
     return [_sharding.spec_text(t) for t in tensors]
 
 
-class OpSharding:
-    """XLA's OpSharding: a layout over the devices, as torch_xla's scripts pass one around.
-    Built from torch_xla's arguments (`OpSharding(tile_assignment, group_assignment,
-    replication_groups, sharding_type)`: see `_lazy.spmd.layout.from_tile_assignment`), or got
-    from a mesh (`Mesh.get_op_sharding`) or a tensor (`_get_xla_op_sharding`)."""
-    __slots__ = ("sharding", "rank")
-
-    def __init__(self, tile_assignment, group_assignment, replication_groups, sharding_type):
-        if int(sharding_type) == _manual.MANUAL:
-            self.sharding, self.rank = _manual.MANUAL_SHARDING, 0
-            return
-        self.sharding = _spmd.from_tile_assignment(tile_assignment, group_assignment,
-                                                   replication_groups, int(sharding_type))
-        self.rank = len(self.sharding.spec)
-
-    @classmethod
-    def of(cls, sharding, rank: int) -> "OpSharding":
-        """The OpSharding of a jax sharding, for tensors of `rank` dims."""
-        op = cls.__new__(cls)
-        op.sharding, op.rank = sharding, rank
-        return op
-
-    def _text(self) -> str:
-        if _manual.is_manual(self.sharding):
-            return "{manual}"
-        return _spmd.describe(self.sharding, self.rank)
-
-    def __eq__(self, other):
-        return type(other) is OpSharding and self._text() == other._text()
-
-    def __hash__(self):
-        return hash(self._text())
-
-    def __repr__(self):
-        return f"OpSharding({self._text()})"
+OpSharding = _op_sharding.OpSharding
 
 
 def _get_xla_op_sharding(t):
@@ -275,11 +182,7 @@ def _spmd_shard_to_full_shape(t, op_sharding: OpSharding, full_shape, dtype):
 
 
 def _mark_manual_sharding(t, op_sharding: OpSharding) -> None:
-    """Marks `t`, computed inside a manual region, as in manual sharding mode (a region is
-    known here from its entries: this only checks and labels)."""
-    if not _manual.is_manual(op_sharding.sharding):
-        raise RuntimeError(f"_mark_manual_sharding takes the manual OpSharding, got {op_sharding}")
-    _sharding.mark_manual(t)
+    _op_sharding.mark_manual(t, op_sharding)
 
 
 def _xla_set_mat_mul_precision(precision: str) -> None:
@@ -354,7 +257,7 @@ def _get_xla_tensor_debug_info(t) -> str:
         lines.append("XLAData: None")
     else:
         sharded = len(v.data.devices()) > 1
-        where = "SPMD:0" if sharded else _real_name(next(iter(v.data.devices())))
+        where = "SPMD:0" if sharded else _device_info.real_name(next(iter(v.data.devices())))
         lines += ["XLAShardedData" if sharded else "XLAData: ", f"  Data Device: {where}",
                   f"  Data Shape: {_hlo_shape(v.shape, v.dtype)}",
                   f"  OpSharding: {spec or '{replicated}'}" if sharded else
@@ -388,11 +291,11 @@ def _check_tensor_need_materialization(tensors) -> list:
 
 def _get_executed_fallback_ops() -> list:
     """The ATen ops that ran through the CPU fallback since the counters were cleared."""
-    return _metrics.fallback_counters()
+    return _counters.fallback_counters()
 
 
 def _xla_increment_counter(name: str, n: int = 1) -> None:
-    _metrics.count(name, n)
+    _counters.count(name, n)
 
 
 def _get_xla_tensor_dimension_size(t, dim: int):
@@ -423,7 +326,7 @@ def _set_buffer_donation(t, donate: bool) -> bool:
     if data is None:
         return False
     _donation.mark(data, donate)
-    _metrics.count("XlaSetBufferDonation")
+    _counters.count("XlaSetBufferDonation")
     return True
 
 
@@ -448,9 +351,7 @@ def _xla_get_enable_alias_with_buffer_donor_config() -> bool:
 
 
 def _xla_runtime_is_initialized() -> bool:
-    """Whether the runtime (jax's PJRT backends) has started in this process."""
-    from jax._src import xla_bridge
-    return xla_bridge.backends_are_initialized()
+    return _device_info.is_initialized()
 
 
 def _xla_get_auto_sharding() -> bool:
@@ -486,8 +387,8 @@ def _init_computation_client() -> None:
     that error, whatever PJRT_DEVICE says since."""
     if not _client:
         try:
-            _runtime.device_type()  # (the device type first: jax's devices may be cached)
-            _runtime.jax_devices()
+            _pjrt.device_type()  # (the device type first: jax's devices may be cached)
+            _pjrt.jax_devices()
             _client.append(None)
         except RuntimeError as e:
             _client.append(e)
@@ -497,4 +398,4 @@ def _init_computation_client() -> None:
 
 def _xla_get_all_devices() -> list:
     """Runtime names ('CPU:3') of every device of the runtime, all processes'."""
-    return [_real_name(d) for d in _runtime.global_devices()]
+    return _device_info.all_real_devices()

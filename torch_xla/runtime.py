@@ -2,51 +2,52 @@
 import os
 
 import torch_xla
-from torch_xla._lazy import runtime as _rt
+from torch_xla._lazy import device_info as _device_info
+from torch_xla._lazy import pjrt as _pjrt
 
 
 def device_type() -> str:
     """'CPU', 'CUDA' or 'TPU', as PJRT_DEVICE selects."""
-    return _rt.device_type()
+    return _pjrt.device_type()
 
 
 def addressable_device_count() -> int:
     """XLA devices this process drives (under SPMD: 1, the virtual device)."""
-    return _rt.device_count()
+    return _pjrt.device_count()
 
 
 def addressable_runtime_device_count() -> int:
     """Physical devices this process drives (under SPMD too)."""
-    return len(_rt.jax_devices())
+    return len(_pjrt.jax_devices())
 
 
 def global_runtime_device_count() -> int:
     """Devices of every process in the runtime (several under xmp.spawn)."""
-    return len(_rt.global_devices())
+    return len(_pjrt.global_devices())
 
 
 def world_size() -> int:
     """Replicas running the program in step: processes under xmp.spawn times the devices each
     drives in DataParallel; 1 otherwise."""
-    return _rt.world_size()
+    return _pjrt.world_size()
 
 
 def global_ordinal() -> int:
     """This replica's index among all replicas (0 .. world_size() - 1)."""
-    return _rt.global_ordinal()
+    return _pjrt.global_ordinal()
 
 
 def local_ordinal() -> int:
     """This replica's index among the replicas on its host."""
-    return _rt.local_ordinal()
+    return _pjrt.local_ordinal()
 
 
 def process_index() -> int:
-    return _rt.process_index()
+    return _pjrt.process_index()
 
 
 def process_count() -> int:
-    return _rt.process_count()
+    return _pjrt.process_count()
 
 
 def using_pjrt() -> bool:
@@ -63,7 +64,7 @@ def initialize_cache(path: str, readonly: bool = False) -> None:
 
 def is_initialized() -> bool:
     """Whether the runtime (jax's PJRT backends) has started in this process."""
-    return torch_xla._XLAC._xla_runtime_is_initialized()
+    return _device_info.is_initialized()
 
 
 def set_device_type(pjrt_device: str) -> None:
@@ -89,7 +90,7 @@ def local_process_count() -> int:
 
 def global_device_count() -> int:
     """Devices of every process of the runtime."""
-    return len(_rt.global_devices())
+    return len(_pjrt.global_devices())
 
 
 def local_device_count() -> int:
@@ -99,11 +100,11 @@ def local_device_count() -> int:
 
 def runtime_device_attributes(device: str) -> dict:
     """What PJRT tells of `device` ('CPU:0' or 'xla:0'): name, kind, ids (TPU coords...)."""
-    return torch_xla._XLAC._xla_get_device_attributes(device)
+    return _device_info.device_attributes(device)
 
 
 def global_runtime_device_attributes() -> list:
-    return torch_xla._XLAC._xla_get_all_device_attributes()
+    return _device_info.all_device_attributes()
 
 
 def is_bf16_supported() -> bool:
@@ -135,10 +136,10 @@ def use_spmd(auto: bool = False) -> None:
     if auto:
         raise NotImplementedError("use_spmd(auto=True): XLA's auto-sharding pass is not available "
                                   "through jax; give shardings with mark_sharding")
-    _rt.use_spmd()
+    _pjrt.use_spmd()
     os.environ["XLA_USE_SPMD"] = "1"  # child processes start in SPMD mode too, as in torch_xla
 
 
 def is_spmd() -> bool:
     """Whether SPMD mode is on (`use_spmd`)."""
-    return _rt.is_spmd()
+    return _pjrt.is_spmd()

@@ -13,7 +13,10 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.distributed.xla_multiprocessing as xmp
 import torch_xla.utils.utils as xu
-from torch_xla import _XLAC
+from torch_xla._lazy import device_info as _device_info
+from torch_xla._lazy import eager as _eager
+from torch_xla._lazy import execution as _execution
+from torch_xla._lazy import graph_dump as _graph_dump
 
 __all__ = ["device", "devices", "real_devices", "device_count", "sync", "step", "compile",
            "manual_seed", "launch", "set_custom_compile_options"]
@@ -27,7 +30,7 @@ def device(index: int = None) -> torch.device:
     device: here that default says which replica the thread is (see `xm.set_replication`).
     """
     if index is None:
-        return torch.device(_XLAC._xla_get_default_device())
+        return torch.device(_device_info.default_device())
     names = xm.get_xla_supported_devices()
     if not 0 <= index < len(names):
         raise IndexError(f"Device index {index} out of range in {names}")
@@ -42,7 +45,7 @@ def devices():
 def real_devices():
     """The runtime's names of this process's devices: ['CPU:0', 'CPU:1', ...] (the number is
     the device's global index in the runtime)."""
-    return _XLAC._xla_real_devices()
+    return _device_info.real_devices()
 
 
 def device_count() -> int:
@@ -60,7 +63,7 @@ def sync(wait: bool = False, reset_scope: bool = True) -> None:
     """
     if xu.getenv_as('XLA_EMIT_STEPLOG', bool, False):
         print('torch_xla.torch_xla::sync', file=sys.stderr, flush=True)
-    _XLAC._xla_step_marker(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait))
+    _execution.mark_step(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait))
     xm._run_step_closures()
 
 
@@ -120,18 +123,18 @@ def compile(f=None, full_graph: bool = False, name: str = None, max_different_gr
 
     @contextlib.contextmanager
     def region():
-        eager = _XLAC._get_use_eager_mode()
-        _XLAC._set_use_eager_mode(False)  # the function is traced, in eager mode too
+        eager = _eager.enabled()
+        _eager.set_enabled(False)  # the function is traced, in eager mode too
         try:
             sync()
             before = _executions()
             yield
             ran = _executions() - before
             if counts is not None:
-                counts.add(_XLAC._get_graph_hash([]), name or "region")
+                counts.add(_graph_dump.graph_hash([]), name or "region")
             sync()
         finally:
-            _XLAC._set_use_eager_mode(eager)
+            _eager.set_enabled(eager)
         if full_graph and ran:
             raise RuntimeError(
                 f"Unexpected execution happens inside the compiled function, exiting: "

@@ -1,4 +1,4 @@
-"""Run by tests/_lazy/test_compiler.py with small cache bounds: 5,000 small steps over 50
+"""Run by tests/_lazy/test_graph_program.py with small cache bounds: 5,000 small steps over 50
 distinct shapes (50 steps each, the cycle run twice). Prints, every 500 steps, the resident
 memory (MB), the sizes of the caches, the live device arrays (less the scalars programs
 keep) and the live compiled programs; then the eviction counts, the result and the number of compilations."""
@@ -11,7 +11,7 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from torch_xla._lazy import compiler, dispatch, meta, runner
+from torch_xla._lazy import dispatch, graph_program, meta, runner
 
 STEPS, SHAPES, STEPS_PER_SHAPE, EVERY = 5000, 50, 50, 500
 
@@ -25,7 +25,7 @@ def live_programs():
     """The live compiled programs, and the device arrays they hold: each keeps its last
     scalars on the device (`Program.pack_on`), bounded by the programs, not counted as the
     step's arrays."""
-    programs = [o for o in gc.get_objects() if type(o) is compiler.Program]
+    programs = [o for o in gc.get_objects() if type(o) is graph_program.Program]
     return len(programs), sum(len(p.placed[1]) for p in programs if p.placed is not None)
 
 

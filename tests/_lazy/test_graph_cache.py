@@ -8,19 +8,19 @@ import torch
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from tests.compare import ALLCLOSE, EXACT, assert_same, compiles
-from torch_xla._lazy import compiler, graph_cache, runner
+from torch_xla._lazy import graph_cache, graph_program, runner
 
 
 @pytest.fixture
 def walks(monkeypatch):
     """Counts the graph walks `mark_step` makes."""
     count = [0]
-    real = compiler.walk
+    real = graph_program.walk
 
     def counted(*args, **kwargs):
         count[0] += 1
         return real(*args, **kwargs)
-    monkeypatch.setattr(compiler, "walk", counted)
+    monkeypatch.setattr(graph_program, "walk", counted)
     return count
 
 

@@ -19,7 +19,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.distributed.spmd as xs
 import torch_xla.runtime as xr
 import torch_xla.experimental.distributed_checkpoint as xc
-from torch_xla._lazy import runtime
+from torch_xla._lazy import pjrt
 
 from ._spmd_basic import MLP
 from ._spmd_harness import check, spec
@@ -114,12 +114,12 @@ def checkpoint_manager_keeps_steps_and_restores_them():
     path = tempfile.mkdtemp()
     manager = xc.CheckpointManager(path, save_interval=2, max_to_keep=2)
     taken, readers = {}, set()
-    host_array = runtime.to_host_array
+    host_array = pjrt.to_host_array
 
     def read(buffer):  # every read of the device, by the thread that made it
         readers.add(threading.current_thread())
         return host_array(buffer)
-    runtime.to_host_array = read
+    pjrt.to_host_array = read
     try:
         for step in range(6):
             _train_step(model, opt, mesh)
@@ -127,7 +127,7 @@ def checkpoint_manager_keeps_steps_and_restores_them():
                 taken[step] = _values(model, opt)
         manager.join()
     finally:
-        runtime.to_host_array = host_array
+        pjrt.to_host_array = host_array
     # the background writer touches no engine state (the training thread's): it writes
     # what save_async read to the host
     assert readers == {threading.main_thread()}, readers

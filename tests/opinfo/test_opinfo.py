@@ -146,11 +146,11 @@ def test_harness_errors_and_missing_errors():
 
 
 def test_harness_counts_cpu_fallback():
-    from torch_xla._lazy import metrics
+    from torch_xla._lazy import counters
 
     def counted(x):
         if x.device.type == "xla":
-            metrics.count("aten::fake_op")  # what the engine's CPU fallback counts
+            counters.count("aten::fake_op")  # what the engine's CPU fallback counts
         return x.cos()
     fwd, _ = harness.run_sample(_Op(counted), _sample(torch.randn(3)), backward=False)
     assert fwd["status"] == "fallback" and fwd["fallbacks"] == ["aten::fake_op"], fwd

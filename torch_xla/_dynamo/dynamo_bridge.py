@@ -10,9 +10,10 @@ import contextlib
 
 import torch
 
-from torch_xla import _XLAC
 from torch_xla._dynamo import config
-from torch_xla._lazy import metrics as _metrics
+from torch_xla._lazy import counters as _counters
+from torch_xla._lazy import donation as _donation
+from torch_xla._lazy import tensor as _tensor
 from torch_xla._lazy.graph_capture import compiled as _compiled
 
 
@@ -20,7 +21,7 @@ def extract_compiled_graph(xla_model: torch.fx.GraphModule, xla_args):
     """A callable computing `xla_model(*args)` on XLA tensors with one compiled program
     (its results a list, as dynamo's boxed calling convention wants). Counted as
     `DynamoExtractCompiledGraph`."""
-    _metrics.count("DynamoExtractCompiledGraph")
+    _counters.count("DynamoExtractCompiledGraph")
     graph = _compiled.compile_graph(xla_model, xla_args)
 
     def run(*args):
@@ -32,7 +33,7 @@ def extract_compiled_graph(xla_model: torch.fx.GraphModule, xla_args):
 
 def _refuse_pending(args) -> None:
     tensors = [a for a in args if isinstance(a, torch.Tensor) and a.device.type == "xla"]
-    if any(_XLAC._check_tensor_need_materialization(tensors)):
+    if any(_tensor.unwrap(t)._value.node is not None for t in tensors):
         raise RuntimeError("input data to dynamo graph can not be a pending ir: "
                            "torch_xla._dynamo.config.skip_input_data_check is set; sync the "
                            "inputs (torch_xla.sync()) before the call, or unset it")
@@ -67,9 +68,9 @@ class NoneRemover:
 def alias_with_buffer_donor_config(should_alias: bool = True):
     """Within: `_xla_sync_multi` donates the buffers marked for donation
     (`_XLAC._set_buffer_donation`); yields the setting it replaced."""
-    saved = _XLAC._xla_get_enable_alias_with_buffer_donor_config()
-    _XLAC._xla_set_enable_alias_with_buffer_donor_config(should_alias)
+    saved = _donation.with_sync_multi[0]
+    _donation.with_sync_multi[0] = bool(should_alias)
     try:
         yield saved
     finally:
-        _XLAC._xla_set_enable_alias_with_buffer_donor_config(saved)
+        _donation.with_sync_multi[0] = saved

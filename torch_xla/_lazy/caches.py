@@ -16,7 +16,7 @@ Two kinds, for two costs of a look-up:
 import collections
 import os
 
-from . import metrics
+from . import counters
 
 
 def _limit(variable, default, minimum=1) -> int:
@@ -52,7 +52,7 @@ class LRUCache:
         self.entries.move_to_end(key)
         while len(self.entries) > self.limit:
             self.entries.popitem(last=False)
-            metrics.count(self.counter)
+            counters.count(self.counter)
 
     def values(self):
         """The entries' values, least recently used first."""
@@ -85,7 +85,7 @@ class GenerationCache:
     def put(self, key, value) -> None:
         if len(self.recent) >= self.limit // 2:
             if self.older:
-                metrics.count(self.counter, len(self.older))
+                counters.count(self.counter, len(self.older))
             self.older = dict(self.recent)
             self.recent.clear()
         self.recent[key] = value

@@ -5,7 +5,7 @@ stderr: the cause, found by comparing the new graph with the closest program com
 before it (the graph inputs whose shapes or dtypes changed, or the ops added and removed),
 what made the engine run the graph (the end of a step, a value read on the host, a
 transfer...), and the user's source line that did it. A program is described by the
-structural keys of its nodes and the shapes of its inputs, the same things the compiler's
+structural keys of its nodes and the shapes of its inputs, the same things `graph_program`'s
 cache key is made of, so a reported difference is one that caused the miss.
 """
 import difflib

@@ -13,7 +13,7 @@ import torch
 
 from . import device_guard, rng
 from .dispatch import dispatch
-from .execution import from_cpu
+from .transfers import from_cpu
 from .lowering import overload_named
 from .frames import run_without_dynamo
 from .kernel_libraries import installs_kernels

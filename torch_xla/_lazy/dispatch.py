@@ -14,14 +14,16 @@ import jax
 import torch
 from torch._decomp import decomposition_table
 
-from . import eager, metrics, rng, runtime
+from . import counters, eager, pjrt, rng
 from .caches import GenerationCache
-from .execution import from_cpu, materialize, to_cpu
+from .execution import materialize, to_cpu
 from .fallback import cpu_fallback
 from .ir import NUMBER_TYPES, ArgumentEncoder, Node, Value, fill_template, node_type, value_signature
-from .lowering import load_all, lookup, scalar_arguments
+from .lowering import load_all, lookup
+from .lowering.schema import scalar_arguments
 from .meta import cpu_error, meta_outputs
 from .tensor import XLATensor, set_dispatch_entry, wrap
+from .transfers import from_cpu
 
 aten = torch.ops.aten
 load_all()
@@ -270,12 +272,12 @@ def _run_eagerly(lowering, template, inputs, scalars, device):
     """Ops whose output shape depends on values (nonzero, masked_select, unique...): the
     inputs are materialised and the lowering runs on them at once."""
     materialize(inputs)
-    metrics.count("DynamicShapeOp")
+    counters.count("DynamicShapeOp")
     args, kwargs = fill_template(template, [v.data for v in inputs], scalars)
-    with jax.default_device(runtime.jax_device(device)):
+    with jax.default_device(pjrt.jax_device(device)):
         out = lowering.fn(*args, **dict(kwargs))
     single = not isinstance(out, (tuple, list))
-    outs = [wrap(Value(tuple(o.shape), runtime.to_torch_dtype(o.dtype), device, data=o))
+    outs = [wrap(Value(tuple(o.shape), pjrt.to_torch_dtype(o.dtype), device, data=o))
             for o in ((out,) if single else out)]
     return outs[0] if single else tuple(outs)
 
@@ -305,7 +307,7 @@ def _route(func):
     cached = None
     if engine is None and lowering is not None and not lowering.dynamic_shape:
         cached = _scalar_flags(func, lowering)
-    route = (engine, lowering, cached, metrics.op_counter("xla::" + func._schema.name.split("::")[-1]))
+    route = (engine, lowering, cached, counters.op_counter("xla::" + func._schema.name.split("::")[-1]))
     _routes.put(id(func), route)
     return route
 

@@ -17,7 +17,7 @@ import struct
 import jax
 import torch
 
-from . import execution, runtime
+from . import execution, pjrt
 from .ir import Value
 from .tensor import to_functional, unwrap, wrap
 
@@ -85,14 +85,14 @@ def from_dlpack(external) -> torch.Tensor:
     if not hasattr(external, "__dlpack__"):
         external = _Capsule(external)
     array = jax.dlpack.from_dlpack(external)
-    devices = runtime.jax_devices()
+    devices = pjrt.jax_devices()
     device = next(iter(array.devices()))
-    if device in devices and not runtime.is_spmd():
+    if device in devices and not pjrt.is_spmd():
         index = devices.index(device)
     else:
         index = 0
-        array = jax.device_put(array, runtime.jax_device(0))
-    value = Value(tuple(array.shape), runtime.to_torch_dtype(array.dtype), index, data=array)
+        array = jax.device_put(array, pjrt.jax_device(0))
+    value = Value(tuple(array.shape), pjrt.to_torch_dtype(array.dtype), index, data=array)
     return to_functional(wrap(value))
 
 

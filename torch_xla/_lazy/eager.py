@@ -15,7 +15,7 @@ while its function is traced.
 import threading
 import weakref
 
-from . import compiler, execution, runner, runtime
+from . import deferred_checks, execution, graph_dump, graph_program, pjrt, runner
 from .tensor import XLATensor
 
 ON = [False]  # the setting, read by the dispatch entry at each op
@@ -113,8 +113,8 @@ def _run(values) -> None:
     relaunches its program at once."""
     node = _one_node(values)
     key = None
-    if node is not None and not node.op.collective and not execution.has_checks() \
-            and not runtime.is_spmd():
+    if node is not None and not node.op.collective and not deferred_checks.has_checks() \
+            and not pjrt.is_spmd():
         key = _op_key(node)
         if key is not None and _launch(key, node, values):
             return
@@ -127,7 +127,7 @@ def _launch(key, node, values) -> bool:
     """Runs `values` with the op's cached program; False if there is none."""
     entry = _programs.get(key)
     program = None if entry is None else entry[0]()
-    if program is None or not compiler.cached(program):
+    if program is None or not graph_program.cached(program):
         return False
     inputs = node.inputs
     outputs = runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in entry[1]]),
@@ -135,7 +135,7 @@ def _launch(key, node, values) -> bool:
                              timed_as="EagerOpExecuteTime")
     for v, o in zip(values, outputs):
         v.set_data(o)
-    execution.save_graph((node,))
+    graph_dump.save_graph((node,))
     return True
 
 

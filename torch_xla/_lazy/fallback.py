@@ -9,9 +9,10 @@ import warnings
 import torch
 from torch.utils import _pytree as pytree
 
-from . import metrics
-from .execution import from_cpu, to_cpu
+from . import counters
+from .execution import to_cpu
 from .tensor import XLATensor, wrap
+from .transfers import from_cpu
 
 _warned = set()
 
@@ -23,7 +24,7 @@ def cpu_fallback(func, args, kwargs):
     if os.environ.get("XLA_NO_CPU_FALLBACK") == "1":
         raise NotImplementedError(
             f"{name} ({func}) has no XLA lowering and XLA_NO_CPU_FALLBACK=1 forbids the CPU fallback")
-    metrics.count(name)
+    counters.count(name)
     if name not in _warned:
         _warned.add(name)
         warnings.warn(f"{name} has no XLA lowering: it runs on the CPU (counted in metrics as {name})",

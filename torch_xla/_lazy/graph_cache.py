@@ -1,7 +1,7 @@
 """A step's graph found again without walking it: by its roots' hashes, then checked
 against the replay plan of the program compiled for it.
 
-`compiler.walk` walks a graph in post order and keys it by its whole structure; on a
+`graph_program.walk` walks a graph in post order and keys it by its whole structure; on a
 graph of 200 small ops that costs more than running the program. Every node carries a
 hash made as it was built (`ir.Node`: its type and its inputs' hashes), so `lookup`
 combines the roots' hashes and finds the program last run for them. A hash can match a
@@ -11,10 +11,10 @@ checks equal structural keys stand for. A graph that fails them takes the walk.
 """
 import weakref
 
-from . import compiler, runtime
+from . import graph_program, pjrt
 
 # (device, roots' hash) -> weak reference to the Program last run for those roots: only
-# compiler's cache keeps programs alive.
+# the runner's cache keeps programs alive.
 _programs = {}
 _MAX_ENTRIES = 4096     # then forgotten together
 
@@ -38,7 +38,7 @@ class Replay:
     each node is found (a pending value, or an input of a node found before it), the type
     each node must have, the other inputs each node must read (nodes and leaves), the
     leaves' shapes and dtypes and which were free to donate, which pending values are the
-    outputs and which bases were left out (`compiler._derived_bases`). A node's type fixes
+    outputs and which bases were left out (`graph_program._derived_bases`). A node's type fixes
     its template, so its number of inputs."""
     __slots__ = ("n_pending", "steps", "node_edges", "leaf_edges", "leaf_checks", "roots",
                  "derived", "scalar_nodes")
@@ -125,28 +125,28 @@ class Replay:
             return None
         n = program.n_donated
         args = (tuple([v.data for v in leaves[:n]]), tuple([v.data for v in leaves[n:]]), scalars)
-        return compiler.Walk(nodes, roots, program.key, program, args, tuple(derived),
+        return graph_program.Walk(nodes, roots, program.key, program, args, tuple(derived),
                              collective=False)
 
 
 def lookup(values, held=None):
     """The walk of the pending `values` (one device) made from the plan of the program
-    last run for the same roots, or None (then `compiler.walk`)."""
-    if runtime.is_spmd():
+    last run for the same roots, or None (then `graph_program.walk`)."""
+    if pjrt.is_spmd():
         return None
     pending, roots_hash = _pending(values)
     if not pending:
         return None
     ref = _programs.get((pending[0].device, roots_hash))
     program = None if ref is None else ref()
-    if program is None or not compiler.cached(program):
+    if program is None or not graph_program.cached(program):
         return None
     return program.replay.match(pending, held, program)
 
 
 def remember(w, program) -> None:
     """After walk `w` ran as `program`: later steps with the same roots find it by hash."""
-    if w.collective or w.pending is None or runtime.is_spmd():
+    if w.collective or w.pending is None or pjrt.is_spmd():
         return
     if program.replay is None:
         program.replay = Replay(w)

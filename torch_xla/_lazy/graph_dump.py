@@ -1,16 +1,20 @@
 """Looking inside the graph without running it: the pending IR as text, the StableHLO (text
 or bytecode) or HLO text of the program that would run, and the graph as Graphviz dot.
 
-All three use the compiler's own walk (`compiler.walk`), so what they show is exactly what
+All three use the lazy path's own walk (`graph_program.walk`), so what they show is exactly what
 `mark_step` would compile for these tensors: the same nodes in the same order, and for
-the program text, jax's lowering of the same function the runner compiles.
+the program text, jax's lowering of the same function the runner compiles. Under
+XLA_SAVE_TENSORS_FILE each executed graph's IR is appended to that file (`save_graph`).
 """
+import hashlib
+import os
+
 import torch
 
-from . import compiler, runner, runtime
+from . import graph_program, pjrt, runner
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
-from .ir import fill_template
+from .ir import fill_template, format_node
 from .tensor import XLATensor, live_values, unwrap
 
 
@@ -28,7 +32,7 @@ def _values(tensors):
 
 
 def _walk(tensors):
-    return compiler.walk(_values(tensors))
+    return graph_program.walk(_values(tensors))
 
 
 def _leaf_names(w):
@@ -80,7 +84,7 @@ def lowered(tensors):
     w = _walk(tensors)
     if w is None:
         return None
-    if runtime.is_spmd():
+    if pjrt.is_spmd():
         return spmd_program.lowered(w)
     return runner.lower(w.program.run_packed, w.call_args)
 
@@ -119,3 +123,17 @@ def dot(tensors) -> str:
             lines.append(f'  {"p" if pos < 0 else "n"}{index if pos < 0 else pos} -> root{r};')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def graph_hash(tensors) -> bytes:
+    """A digest of the pending graph behind `tensors` (all pending ones on the first device
+    if empty): equal for graphs that compile to the same program, whatever their data."""
+    return hashlib.sha256(ir_text(list(tensors) or None).encode()).digest()
+
+
+def save_graph(order) -> None:
+    """XLA_SAVE_TENSORS_FILE: appends each executed graph's IR to that file."""
+    path = os.environ.get("XLA_SAVE_TENSORS_FILE")
+    if path:
+        with open(path, "a") as f:
+            f.write("[graph]\n" + "\n".join(f"  %{i} = {format_node(n)}" for i, n in enumerate(order)) + "\n")

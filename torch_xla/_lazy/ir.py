@@ -10,9 +10,9 @@ values, so graphs that differ only in data or scalars share one compiled program
 
 Each node also gets, as it is made, `type` (its key interned: equal keys, one number) and
 `hash`, from its type and its inputs' hashes (as torch's lazy tensor core hashes nodes), so
-a step's graph is looked up by its roots' hashes without walking it (`compiler`).
+a step's graph is looked up by its roots' hashes without walking it (`graph_cache`).
 
-Nodes and values carry `checks`: the deferred value checks (`execution.defer_check`) of the
+Nodes and values carry `checks`: the deferred value checks (`deferred_checks.defer_check`) of the
 ops they were computed from, so that a host read of a value made from an out-of-range
 index raises the check's error instead of returning XLA's clamped result. A node has its
 inputs' checks (and, for a checked op, its own); a computed value keeps those not yet

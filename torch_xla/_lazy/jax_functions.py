@@ -19,7 +19,7 @@ import jax
 import numpy as np
 import torch
 
-from . import runtime, user_code
+from . import pjrt, user_code
 from .ir import In, Node, Sc, Value
 from .lowering.jax_call import JAX_CALL
 from .tensor import to_functional, unwrap, wrap
@@ -29,7 +29,7 @@ _SCALAR_DTYPES = {float: np.float64, int: np.int64, bool: np.bool_, complex: np.
 
 def struct(shape, dtype):
     """The jax abstract value of a tensor of `shape` and torch `dtype`."""
-    return jax.ShapeDtypeStruct(tuple(shape), runtime.to_jax_dtype(dtype))
+    return jax.ShapeDtypeStruct(tuple(shape), pjrt.to_jax_dtype(dtype))
 
 
 def scalar_struct(kind):
@@ -39,7 +39,7 @@ def scalar_struct(kind):
 
 def to_jax_value(a):
     """A static argument as a jax function receives it (a torch dtype as jax's)."""
-    return runtime.to_jax_dtype(a) if isinstance(a, torch.dtype) else a
+    return pjrt.to_jax_dtype(a) if isinstance(a, torch.dtype) else a
 
 
 class Callee:
@@ -53,7 +53,7 @@ class Callee:
         structs = [struct(s, d) for s, d in self.in_avals]
         structs += [scalar_struct(t) for t in self.scalar_types]
         out = jax.eval_shape(lambda *xs: tuple(fn(*xs)), *structs)
-        self.avals = tuple((tuple(o.shape), runtime.to_torch_dtype(o.dtype)) for o in out)
+        self.avals = tuple((tuple(o.shape), pjrt.to_torch_dtype(o.dtype)) for o in out)
 
     def __eq__(self, other):
         return other is self or (self.key is not None and type(other) is Callee

@@ -17,8 +17,9 @@ an error at compilation names.
 import torch
 from torch.utils import _pytree as pytree
 
-from . import lowering, metrics, runtime, torch_compat, user_code
+from . import counters, pjrt, torch_compat, user_code
 from .caches import GenerationCache
+from .lowering import meta_stand_ins
 from .tensor import XLATensor
 
 aten = torch.ops.aten
@@ -62,7 +63,7 @@ def cpu_error(func, args, kwargs, full_size=False):
     """The error PyTorch's CPU kernel raises for these arguments (its message is the one
     users know), or None. Runs on tensors of sizes min(size, 1), or (`full_size`) on
     zero-stride tensors of the same shapes; both of the same dtypes and ranks."""
-    metrics.count("FullSizeErrorProbe" if full_size else "ErrorProbe")
+    counters.count("FullSizeErrorProbe" if full_size else "ErrorProbe")
     stand_in = _full_stand_in if full_size else _small_stand_in
     cargs, ckwargs = pytree.tree_map(stand_in, (args, kwargs))
     try:
@@ -154,7 +155,7 @@ def meta_outputs(func, args, kwargs, sig):
         return hit
     margs, mkwargs = pytree.tree_map(_to_meta, (args, kwargs))
     try:
-        out = (torch_compat.meta_stand_in(func) or lowering.stand_in(func) or func)(*margs, **mkwargs)
+        out = (torch_compat.meta_stand_in(func) or meta_stand_ins.stand_in(func) or func)(*margs, **mkwargs)
     except (RuntimeError, ValueError, IndexError, TypeError, AssertionError) as e:
         raise (cpu_error(func, args, kwargs, full_size=True) or e) from None
     fails = _CPU_CHECKED_WHEN.get(func)
@@ -181,7 +182,7 @@ def meta_outputs(func, args, kwargs, sig):
         result[1] = _cpu_norm_stats(args, kwargs, result[1])
     for aval in result[1]:
         if aval is not None:
-            runtime.to_jax_dtype(aval[1])  # a dtype XLA devices lack is refused at the op
+            pjrt.to_jax_dtype(aval[1])  # a dtype XLA devices lack is refused at the op
     result = (result[0], result[1], user_code.user_line())
     _cache.put(key, result)
     return result

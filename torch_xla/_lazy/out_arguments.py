@@ -21,7 +21,7 @@ import torch
 from torch._prims_common import make_contiguous_strides_for
 from torch.utils import _pytree as pytree
 
-from . import metrics
+from . import counters
 from .frames import run_without_dynamo
 from .kernel_libraries import installs_kernels
 from .lowering import overload_named
@@ -174,7 +174,7 @@ def _run(op, args, kwargs):
 def _cpu_error(op, args, kwargs):
     """The CPU kernel's error on stand-ins with the same views of the same bases, or None
     (counted as `OutArgumentProbe`)."""
-    metrics.count("OutArgumentProbe")
+    counters.count("OutArgumentProbe")
     bases = {}
 
     def stand_in(x):

@@ -5,6 +5,7 @@ with dropout reuses one compiled program while every step draws new masks. The s
 single number, as in torch_xla, so `xm.get_rng_state()`/`xm.set_rng_state()` save and
 restore it exactly. `torch.manual_seed` reseeds every XLA device.
 """
+import contextlib
 import threading
 
 import torch
@@ -64,3 +65,13 @@ def get_state(device: int) -> int:
 def set_state(device: int, state: int) -> None:
     with _lock:
         _state[device] = int(state) & _MASK
+
+
+@contextlib.contextmanager
+def fork(device: int):
+    """Restores the random state of `device` on leaving the block."""
+    state = get_state(device)
+    try:
+        yield
+    finally:
+        set_state(device, state)

@@ -1,6 +1,6 @@
 """The program runner: the one place a jax function becomes an XLA executable, and runs.
 
-Every program the engine runs comes through here: a lazy step's graph (`compiler`), an
+Every program the engine runs comes through here: a lazy step's graph (`graph_program`), an
 SPMD program over a mesh (`spmd_program`), a program spanning the replicas (`replicated`),
 a captured FX graph (`graph_capture.compiled`), a loaded StableHLO module and the small
 programs that lay sharded data out (`spmd`). A caller says what to compile and where:
@@ -15,7 +15,7 @@ programs that lay sharded data out (`spmd`). A caller says what to compile and w
 (jax arrays, numpy arrays or `jax.ShapeDtypeStruct`s, in pytrees), donating the first
 argument's buffers if `donate`, lowers and compiles it for `placement`, and caches the
 result under `key` (None: not cached). What it caches is an `Executable`: its compiled
-program and its key; a caller whose programs carry more (the lazy compiler's `Program`,
+program and its key; a caller whose programs carry more (`graph_program.Program`,
 which carries the plan it replays) passes its own subclass instance as `executable`.
 
 Placements are small strategies: `OnDevice(device)` (outputs on one device; XLA options of
@@ -42,7 +42,7 @@ import jax
 from jax import monitoring
 from jax.sharding import PartitionSpec
 
-from . import compile_explanation, metrics, runtime
+from . import compile_explanation, counters, pjrt
 from .caches import LRUCache
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -83,7 +83,7 @@ class OnDevice:
     __slots__ = ("device", "key")
 
     def __init__(self, device: int):
-        self.device = runtime.jax_device(device)
+        self.device = pjrt.jax_device(device)
         self.key = ("device", device)
 
     def lower(self, fn, donate, args):
@@ -152,13 +152,13 @@ def lookup(key, placement):
     `CachedCompile`), or None."""
     found = _cache.get(cache_key(key, placement))
     if found is not None:
-        metrics.count("CachedCompile")
+        counters.count("CachedCompile")
     return found
 
 
 def reused(executable) -> Executable:
     """`executable`, found again by its caller without a look-up (counted as `CachedCompile`)."""
-    metrics.count("CachedCompile")
+    counters.count("CachedCompile")
     return executable
 
 
@@ -175,12 +175,12 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     `UncachedCompile` and `timed_as` (`CompileTime`; an eager op's, `EagerOpCompileTime`);
     with PT_XLA_DEBUG=1 `explain()` then says why."""
     executable = Executable() if executable is None else executable
-    metrics.count("UncachedCompile")
+    counters.count("UncachedCompile")
     start = time.perf_counter_ns()
     lowered = placement.lower(fn, (0,) if donate else (), args)
-    metrics.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
+    counters.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
     executable.compiled = lowered.compile(placement.options())
-    metrics.sample(timed_as, time.perf_counter_ns() - start)
+    counters.sample(timed_as, time.perf_counter_ns() - start)
     if explain is not None and compile_explanation.enabled():
         explain()
     if key is not None:
@@ -194,7 +194,7 @@ def execute(executable, *args, timed_as="ExecuteTime"):
     (`ExecuteTime`; an eager op's, `EagerOpExecuteTime`)."""
     start = time.perf_counter_ns()
     outputs = executable.compiled(*args)
-    metrics.sample(timed_as, time.perf_counter_ns() - start)
+    counters.sample(timed_as, time.perf_counter_ns() - start)
     return outputs
 
 
@@ -230,7 +230,7 @@ _persistent = {"path": None, "readonly": None}
 def _on_event(event, **kwargs):
     name = _PERSISTENT_EVENTS.get(event)
     if name is not None:
-        metrics.count(name)
+        counters.count(name)
 
 
 def initialize_persistent_cache(path: str, readonly: bool = False) -> None:

@@ -1,12 +1,12 @@
 """A part of the lazy graph as a plan that replays inside another program.
 
 `extract(roots, stop)` walks the graph behind `roots` down to the values where `stop(v)`
-holds (and to buffers), and writes what lies between as a plan in the compiler's form:
+holds (and to buffers), and writes what lies between as a plan in `graph_program`'s form:
 the values it stopped at become its inputs, the nodes' dynamic scalars its scalars. A
 manual region (`_lazy/spmd/manual_regions`) and a traced function (`_lazy/traced`) are such plans;
 `run` replays one on jax values (tracers of the enclosing program).
 """
-from . import compiler
+from . import graph_program
 
 
 def _order(roots, stop):
@@ -52,4 +52,4 @@ def extract(roots, stop):
 
 def run(plan, root_refs, inputs, scalars):
     """The roots of `plan` computed from jax values `inputs` and `scalars`."""
-    return compiler.Program(plan, root_refs, 0, ()).run_traced((), tuple(inputs), list(scalars))
+    return graph_program.Program(plan, root_refs, 0, ()).run_traced((), tuple(inputs), list(scalars))

@@ -20,7 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from . import execution, jax_functions, rng, subgraph
+from . import deferred_checks, jax_functions, rng, subgraph
 from .ir import Node, Value
 from .lowering import Lowering
 from .tensor import XLATensor, live_values, to_functional, unwrap, wrap
@@ -119,14 +119,14 @@ def trace(fn, args, kwargs=None, name=None, raw=False) -> Traced:
     for k, i in enumerate(tensor_pos):
         fake[i] = placeholder(flat[i].shape, flat[i].dtype, device, k, raw)
     holders = {id(unwrap(fake[i])._value): k for k, i in enumerate(tensor_pos)}
-    checks = execution.deferred_check_count()
+    checks = deferred_checks.deferred_check_count()
     seen = _Seen()
     try:
         with torch.no_grad(), seen:
             fake_args, fake_kwargs = tree_unflatten(fake, spec)
             out = fn(*fake_args, **fake_kwargs)
     finally:
-        execution.drop_deferred_checks(checks)
+        deferred_checks.drop_deferred_checks(checks)
     seen.check_unchanged(outside)
     out_flat, out_spec = tree_flatten(out)
     out_pos = [i for i, o in enumerate(out_flat) if isinstance(o, torch.Tensor)]

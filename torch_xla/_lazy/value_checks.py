@@ -6,7 +6,7 @@ on (`binary_cross_entropy`'s input, `bernoulli`'s probabilities, `poisson`'s rat
 The values are on the device until a program computes them, so the check cannot be made
 at the op. It is one more node of the graph: a reduction of the indices (or the divisor)
 to int64[2], (the flat position of the first bad value in row-major order, that value),
-deferred with `execution.defer_check`: an output of the next program that runs on its
+deferred with `deferred_checks.defer_check`: an output of the next program that runs on its
 device (at `mark_step`, or a host read before it), read by the host once that program ran,
 which raises PyTorch's error and names the op and the user's line that called it. A
 divisor that is a Python number or a CPU scalar is checked at the op.
@@ -23,7 +23,7 @@ import torch
 
 from . import eager, user_code
 from .dispatch import engine_op, trace
-from .execution import defer_check
+from .deferred_checks import defer_check
 from .ir import In, Node, Value
 from .lowering import REGISTRY, Lowering
 from .tensor import XLATensor

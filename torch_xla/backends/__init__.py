@@ -9,7 +9,7 @@ torch_xla starts at 'default'). Programs compiled before a change are not reused
 """
 import logging
 
-from torch_xla import _XLAC
+from torch_xla._lazy.lowering import precision as _precision
 
 __all__ = ["set_mat_mul_precision", "get_mat_mul_precision"]
 
@@ -26,9 +26,9 @@ def set_mat_mul_precision(precision: str) -> None:
         raise ValueError(f"Invalid precision: {precision!r}. Must be one of "
                          f"{', '.join(_LEVELS)}.")
     logger.warning(_WARNING_MESSAGE)
-    _XLAC._xla_set_mat_mul_precision(precision)
+    _precision.set_level(precision)
 
 
 def get_mat_mul_precision() -> str:
     """The precision float32 products take now: 'default', 'high' or 'highest'."""
-    return _XLAC._xla_get_mat_mul_precision()
+    return _precision.setting()

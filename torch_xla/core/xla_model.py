@@ -2,7 +2,6 @@
 import contextlib
 import os
 import sys
-import tempfile
 import threading
 import time
 
@@ -12,17 +11,19 @@ import torch_xla
 import torch_xla.utils.utils as xu
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla._lazy import device as _device
-from torch_xla._lazy import rng, runtime
+from torch_xla._lazy import device_info as _device_info
+from torch_xla._lazy import optimization_barrier as _barrier
+from torch_xla._lazy import pjrt, rng
 from torch_xla._lazy import execution
 from torch_xla._lazy import tensor as _tensor
 
 
 def xla_device(n: int = None, devkind: str = None) -> torch.device:
     """The XLA device `n` of this process (default: this DataParallel thread's, or 0)."""
-    runtime.jax_devices()  # starts the runtime as configured, or says why not
-    count = runtime.device_count()
+    pjrt.jax_devices()  # starts the runtime as configured, or says why not
+    count = pjrt.device_count()
     if n is None:
-        n = runtime.thread_device()
+        n = pjrt.thread_device()
     if n is not None and not 0 <= n < count:
         raise RuntimeError(f"Invalid XLA device index {n}: there are {count} device(s)")
     return torch_xla.device(n)
@@ -30,18 +31,18 @@ def xla_device(n: int = None, devkind: str = None) -> torch.device:
 
 def get_xla_supported_devices(devkind: str = None, max_devices: int = None):
     """Names of the XLA devices of this process: ['xla:0', 'xla:1', ...]."""
-    names = [f"xla:{i}" for i in range(runtime.device_count())]
+    names = [f"xla:{i}" for i in range(pjrt.device_count())]
     return names[:max_devices] if max_devices else names
 
 
 def xla_device_hw(device) -> str:
-    return runtime.device_type()
+    return pjrt.device_type()
 
 
 def xla_device_kind(device=None) -> str:
     """The vendor's name for the kind of `device` (default: this thread's): 'cpu', 'TPU v4',
     'NVIDIA H100 80GB HBM3', ..."""
-    return torch_xla._XLAC._xla_device_kind(str(device or torch_xla.device()))
+    return _device_info.device_kind(str(device or torch_xla.device()))
 
 
 def is_xla_tensor(tensor: torch.Tensor) -> bool:
@@ -50,8 +51,8 @@ def is_xla_tensor(tensor: torch.Tensor) -> bool:
 
 def get_memory_info(device=None) -> dict:
     """{'bytes_used', 'bytes_limit'} (and 'peak_bytes_used' where the runtime tracks it) of
-    `device` (default: this thread's); see `torch_xla._XLAC._xla_memory_info`."""
-    return torch_xla._XLAC._xla_memory_info(str(device or torch_xla.device()))
+    `device` (default: this thread's); see `_lazy.device_info.memory_info`."""
+    return _device_info.memory_info(str(device or torch_xla.device()))
 
 
 def set_replication(device, devices) -> None:
@@ -68,14 +69,14 @@ def set_replication(device, devices) -> None:
     listed = [_device_index(d) for d in devices or ()]
     if listed and index not in listed:
         raise ValueError(f"set_replication: {device} is not among the replication devices {list(devices)}")
-    current = runtime.replicas()
+    current = pjrt.replicas()
     if len(current) > 1:  # DataParallel's threads
         if index not in current or (listed and sorted(listed) != sorted(current)):
             raise ValueError(f"set_replication({device}, {list(devices)}): the replicas of this process "
                              f"are DataParallel's devices xla:{list(current)}")
     else:
-        runtime.set_replicas((index,))
-    runtime.set_thread_device(index)
+        pjrt.set_replicas((index,))
+    pjrt.set_thread_device(index)
 
 
 def _device_index(device) -> int:
@@ -83,7 +84,7 @@ def _device_index(device) -> int:
     if device.type != "xla":
         raise ValueError(f"{device} is not an XLA device")
     index = device.index or 0
-    count = len(runtime.jax_devices())
+    count = len(pjrt.jax_devices())
     if not 0 <= index < count:
         raise RuntimeError(f"Invalid XLA device index {index}: there are {count} device(s)")
     return index
@@ -139,7 +140,7 @@ def mark_step(wait: bool = False, reset_scope: bool = True) -> None:
 
 def wait_device_ops(devices=()) -> None:
     """Blocks until everything queued on the devices has run."""
-    torch_xla._XLAC._xla_wait_device_ops(devices)
+    execution.wait_device_ops()
 
 
 class _StepClosures:
@@ -206,15 +207,15 @@ REDUCE_SUM, REDUCE_MUL, REDUCE_AND, REDUCE_OR, REDUCE_MIN, REDUCE_MAX = (
 
 
 def xrt_world_size(defval: int = 1) -> int:
-    return runtime.world_size()
+    return pjrt.world_size()
 
 
 def get_ordinal(defval: int = 0) -> int:
-    return runtime.global_ordinal()
+    return pjrt.global_ordinal()
 
 
 def get_local_ordinal(defval: int = 0) -> int:
-    return runtime.local_ordinal()
+    return pjrt.local_ordinal()
 
 
 def is_master_ordinal(local: bool = True) -> bool:
@@ -230,7 +231,7 @@ def _fetch_gradients(optimizer):
 def reduce_gradients(optimizer, groups=None, pin_layout=True) -> None:
     """Averages every parameter's gradient over all replicas, in one all_reduce (scaled by
     1/world_size, as torch_xla does, groups or not)."""
-    count = runtime.world_size()
+    count = pjrt.world_size()
     if count > 1:
         grads = _fetch_gradients(optimizer)
         if grads:
@@ -318,7 +319,7 @@ def collective_broadcast(tensors, root_ordinal: int = 0, groups=None, pin_layout
     """Sets every tensor in `tensors`, in place, to its value on replica `root_ordinal` (in
     each group: the group must hold the root to receive its values; others get zeros). All
     replicas run the same graph: the root contributes its values, the others zeros, summed."""
-    mine = send_cpu_data_to_device(torch.tensor(runtime.global_ordinal() == root_ordinal),
+    mine = send_cpu_data_to_device(torch.tensor(pjrt.global_ordinal() == root_ordinal),
                                    tensors[0].device)[0] if tensors else None
     with torch.no_grad():
         for t in tensors:
@@ -385,7 +386,7 @@ def rendezvous(tag: str, payload: bytes = b"", replicas=()):
     ordinal order (exchanged through an all_gather on the device). With `replicas` (a list
     of ordinals), only those replicas' payloads come back, in that order; every replica
     still takes part (the exchange is one program of all replicas)."""
-    world = runtime.world_size()
+    world = pjrt.world_size()
     members = [int(r) for r in replicas or ()]
     if len(set(members)) != len(members) or any(not 0 <= r < world for r in members):
         raise ValueError(f"rendezvous replicas {list(replicas)} must be distinct ordinals in [0, {world})")
@@ -428,12 +429,8 @@ def fork_rng(device=None, enabled: bool = True):
     if not enabled:
         yield
         return
-    device = device or torch_xla.device()
-    state = get_rng_state(device)
-    try:
+    with rng.fork(_index(device)):
         yield
-    finally:
-        set_rng_state(state, device)
 
 
 # ---- saving --------------------------------------------------------------------------------
@@ -507,36 +504,13 @@ def _to_cpu_data(data, convert: bool = True):
     return convert(data)
 
 
-def _atomic_save(data, path) -> None:
-    """torch.save to a temporary file beside `path`, flushed to disk, then renamed over
-    `path`: an interrupted save leaves the previous file whole."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(data, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def save(data, file_or_path, master_only: bool = True, global_master: bool = False) -> None:
     """Saves `data` (tensors, state dicts, any nested dicts/lists/tuples) with its XLA tensors
     moved to the CPU, so the file loads anywhere as CPU tensors.
 
     With `master_only` only the master replica writes: the one whose local ordinal (or
     with `global_master`, global ordinal) is 0. A path is written atomically (see
-    `_atomic_save`); a file object is written as is. There is no collective inside, so it
+    `utils.atomic_save`); a file object is written as is. There is no collective inside, so it
     may be called by the master alone (`if xm.is_master_ordinal(): xm.save(...)`); replicas
     that must see the file first meet at `xm.rendezvous(...)` after it, as in torch_xla.
     """
@@ -545,7 +519,7 @@ def save(data, file_or_path, master_only: bool = True, global_master: bool = Fal
     if not master_only or ordinal == 0:
         cpu_data = _to_cpu_data(data)
         if isinstance(file_or_path, (str, bytes, os.PathLike)):
-            _atomic_save(cpu_data, file_or_path)
+            xu.atomic_save(cpu_data, file_or_path)
         else:
             torch.save(cpu_data, file_or_path)
 
@@ -553,7 +527,7 @@ def save(data, file_or_path, master_only: bool = True, global_master: bool = Fal
 def optimization_barrier_(tensors) -> None:
     """Keeps XLA from moving computations across `tensors` (updated in place): e.g. from
     merging the recomputation of a checkpointed block with its first computation."""
-    torch_xla._XLAC._xla_optimization_barrier_(tensors)
+    _barrier.optimization_barrier_(tensors)
 
 
 # ---- the program that would run ----------------------------------------------------------

@@ -12,7 +12,7 @@ import threading
 
 import torch
 
-from torch_xla._lazy import runtime
+from torch_xla._lazy import pjrt
 from torch_xla._lazy.replicas import program as replicated
 from . import parallel_loader as pl
 
@@ -59,7 +59,7 @@ def _build(network):
 class DataParallel:
     def __init__(self, network, device_ids=None):
         if device_ids is None:
-            device_ids = [f"xla:{i}" for i in range(len(runtime.jax_devices()))]
+            device_ids = [f"xla:{i}" for i in range(len(pjrt.jax_devices()))]
         module = _build(network)
         self._devices = [torch.device(d) for d in device_ids]
         self._models = [copy.deepcopy(module).to(d) for d in self._devices]
@@ -86,8 +86,8 @@ class DataParallel:
         meeting = replicated.Meeting()
 
         def run(k):
-            runtime.set_thread_device(indices[k])
-            runtime.set_thread_replicas(indices)
+            pjrt.set_thread_device(indices[k])
+            pjrt.set_thread_replicas(indices)
             replicated.attend(meeting)
             # The replica's backward passes run on its thread (thread-local), where collectives
             # recorded by backward hooks (FSDP's reduce_scatter) know their replica.

@@ -18,7 +18,7 @@ import socket
 import sys
 import traceback
 
-from torch_xla._lazy import runtime
+from torch_xla._lazy import pjrt
 
 
 class ProcessExitedException(RuntimeError):
@@ -38,9 +38,9 @@ def _free_port() -> int:
 
 
 def _device_count() -> int:
-    if runtime.device_type() == "CPU":
+    if pjrt.device_type() == "CPU":
         return int(os.environ.get("CPU_NUM_DEVICES", "1"))
-    return len(runtime.jax_devices())
+    return len(pjrt.jax_devices())
 
 
 def _child(index, fn, args, layout, errors):
@@ -49,11 +49,11 @@ def _child(index, fn, args, layout, errors):
     at a shutdown barrier). On success it leaves as a process ends (`_leave`)."""
     try:
         os.environ.update(layout)
-        if runtime.device_type() == "CPU":
+        if pjrt.device_type() == "CPU":
             os.environ["CPU_NUM_DEVICES"] = "1"
         else:
             os.environ["TORCH_XLA_LOCAL_DEVICE"] = str(index)
-        runtime.jax_devices()  # joins the runtime before anything else touches jax
+        pjrt.jax_devices()  # joins the runtime before anything else touches jax
         fn(index, *args)
     except SystemExit as e:
         if e.code not in (None, 0):  # sys.exit(0) is a success, as for a process (torch_xla's tests end so)

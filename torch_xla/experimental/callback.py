@@ -4,7 +4,7 @@ from typing import Callable
 
 import torch
 
-import torch_xla
+from torch_xla._lazy import ready as _ready
 
 __all__ = ["on_ready_callback", "on_ready_event"]
 
@@ -13,11 +13,11 @@ def on_ready_callback(tensor: torch.Tensor, callback: Callable[[torch.Tensor], N
     """Calls `callback(tensor)` once `tensor`'s buffer is ready, from another thread (which
     takes the GIL to run it). `tensor` must have been run (`torch_xla.sync()`, a compiled
     function, eager mode)."""
-    torch_xla._XLAC._on_ready_callback(tensor, lambda: callback(tensor))
+    _ready.on_ready(tensor, lambda: callback(tensor))
 
 
 def on_ready_event(tensor: torch.Tensor) -> threading.Event:
     """A `threading.Event` set once `tensor`'s buffer is ready."""
     event = threading.Event()
-    torch_xla._XLAC._on_ready_callback(tensor, event.set)
+    _ready.on_ready(tensor, event.set)
     return event

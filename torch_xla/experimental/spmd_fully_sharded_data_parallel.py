@@ -13,8 +13,8 @@ from typing import Any, Callable, Optional
 import torch
 import torch.nn as nn
 
-import torch_xla._XLAC
 import torch_xla.distributed.spmd as spmd
+from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla.distributed.fsdp.wrap import recursive_wrap
 
 
@@ -75,7 +75,7 @@ class SpmdFullyShardedDataParallel(nn.Module):
         self._orig_module = module.to("xla")
         self._mesh = mesh
         for param in module.parameters():  # those a wrapped submodule has not sharded yet
-            if torch_xla._XLAC._get_xla_sharding_spec(param) == "":
+            if _sharding.spec_text(param) == "":
                 spmd.mark_sharding(param, mesh, _prepare_spmd_partition_spec(param, shard_maximal=True))
         spmd.apply_backward_optimization_barrier(module)
         self._shard_output = shard_output or _shard_first_output(extra_data_axis)

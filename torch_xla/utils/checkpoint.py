@@ -13,7 +13,9 @@ import threading
 import torch
 from torch.utils.checkpoint import check_backward_validity, detach_variable
 
-import torch_xla.core.xla_model as xm
+from torch_xla._lazy import pjrt as _pjrt
+from torch_xla._lazy import rng as _rng
+from torch_xla._lazy.optimization_barrier import optimization_barrier_
 
 
 class CheckpointStatus(threading.local):
@@ -42,7 +44,7 @@ class CheckpointFunction(torch.autograd.Function):
         ctx.preserve_rng_state = preserve_rng_state
         ctx.autocast = [_autocast_state("xla"), _autocast_state("cpu")]
         if preserve_rng_state:
-            ctx.xla_rng_state = xm.get_rng_state()
+            ctx.xla_rng_state = _rng.get_state(_pjrt.thread_device() or 0)  # this thread's device
             ctx.cpu_rng_state = torch.get_rng_state()
         ctx.inputs = [None if torch.is_tensor(a) else a for a in args]
         ctx.tensor_indices = [i for i, a in enumerate(args) if torch.is_tensor(a)]
@@ -65,10 +67,11 @@ class CheckpointFunction(torch.autograd.Function):
             owner = getattr(ctx.run_function, "__self__", None)
             if inspect.ismethod(ctx.run_function) and isinstance(owner, torch.nn.Module):
                 fenced += list(owner.parameters()) + list(owner.buffers())
-            xm.optimization_barrier_([t for t in fenced if t.device.type == "xla"])
-            with torch.random.fork_rng(devices=[], enabled=ctx.preserve_rng_state), xm.fork_rng():
+            optimization_barrier_([t for t in fenced if t.device.type == "xla"])
+            device = _pjrt.thread_device() or 0
+            with torch.random.fork_rng(devices=[], enabled=ctx.preserve_rng_state), _rng.fork(device):
                 if ctx.preserve_rng_state:
-                    xm.set_rng_state(ctx.xla_rng_state)
+                    _rng.set_state(device, ctx.xla_rng_state)
                     torch.set_rng_state(ctx.cpu_rng_state)
                 detached = detach_variable(tuple(inputs))
                 with torch.enable_grad(), torch.autocast(**ctx.autocast[0]), torch.autocast(**ctx.autocast[1]):

@@ -11,9 +11,10 @@ import shutil
 
 import torch
 
-import torch_xla
-import torch_xla.core.xla_model as xm
 import torch_xla.utils.utils as xu
+from torch_xla._lazy import execution as _execution
+from torch_xla._lazy import pjrt as _pjrt
+from torch_xla._lazy import tensor as _tensor
 
 __all__ = ["TensorReference", "save", "load"]
 
@@ -44,10 +45,8 @@ def save(data, path, master_only=True, global_master=False):
     computes its tensors."""
     tensors = []
     xu.for_each_instance(data, _is_tensor, tensors.append)
-    xla = [t for t in tensors if xm.is_xla_tensor(t)]
-    if xla:
-        torch_xla._XLAC._xla_sync_multi(xla, devices=[], wait=True)
-    if master_only and not xm.is_master_ordinal(local=not global_master):
+    _execution.materialize([_tensor.unwrap(t)._value for t in tensors if t.device.type == "xla"])
+    if master_only and (_pjrt.global_ordinal() if global_master else _pjrt.local_ordinal()) != 0:
         return
     folder = _tensors_folder(path)
     if os.path.isdir(folder):
@@ -59,7 +58,7 @@ def save(data, path, master_only=True, global_master=False):
         tid = numbers.setdefault(id(t), len(numbers))
         torch.save(t.detach().cpu(), _tensor_file(folder, tid))
         return TensorReference(tid)
-    xm._atomic_save(xu.for_each_instance_rewrite(data, _is_tensor, reference), path)
+    xu.atomic_save(xu.for_each_instance_rewrite(data, _is_tensor, reference), path)
 
 
 def load(path):

@@ -1,5 +1,6 @@
 """torch_xla.utils.utils (imported as `xu`): small helpers that torch_xla's scripts and
-clients use: environment flags, synthetic data, walking nested data, timing."""
+clients use: environment flags, synthetic data, walking nested data, timing, saving a file
+whole or not at all."""
 import contextlib
 import copy
 import os
@@ -9,6 +10,8 @@ import sys
 import tempfile
 import time
 from concurrent import futures
+
+import torch
 
 
 class Cleaner:
@@ -269,3 +272,26 @@ def parallel_work(num_workers, fn, *args):
     """`list(map(fn, *args))` over `num_workers` threads; a worker's exception is raised."""
     with futures.ThreadPoolExecutor(max_workers=num_workers) as executor:
         return list(executor.map(fn, *args))
+
+
+def atomic_save(data, path) -> None:
+    """torch.save to a temporary file beside `path`, flushed to disk, then renamed over
+    `path`: an interrupted save leaves the previous file whole."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

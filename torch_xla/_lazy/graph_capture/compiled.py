@@ -29,12 +29,14 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
-from .. import compiler, metrics, rng, runner, runtime
+from .. import counters, graph_program, pjrt, rng, runner
 from ..replicas import program as replicated
-from ..execution import from_cpu, has_deferred_checks, materialize, to_cpu
+from ..deferred_checks import has_deferred_checks
+from ..execution import materialize, to_cpu
 from ..frames import run_without_dynamo
 from ..ir import Node, Value
 from ..tensor import XLATensor, live_tensors, unwrap, wrap
+from ..transfers import from_cpu
 from . import decompose
 from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 
@@ -79,7 +81,7 @@ class CompiledGraph:
             if plan is None and self.lazy is None:
                 plan = self._plans[key] = self._make_plan(decompose.specialize, self.gm, args)
         if plan is None:
-            metrics.count("DynamoLazyGraph")
+            counters.count("DynamoLazyGraph")
             return self.gm(*args)
         return plan.run(args)
 
@@ -115,7 +117,7 @@ class _Plan:
         values, device = _read_inputs(args, self.tensor_args)
         run = self._run_replicated if self.fn.collective else self._run_program
         mutated, outs = run(values, device)
-        metrics.count("DynamoExecute")
+        counters.count("DynamoExecute")
         if mutated:
             self.owners = self._write_inputs(args, mutated, device)
         results = []
@@ -226,8 +228,8 @@ class _Plan:
         if not pending:
             return None
         if not (set(pending) & set(self.mutated)) and not has_deferred_checks(device) \
-                and not runtime.is_spmd():
-            w = compiler.walk([values[i] for i in pending])
+                and not pjrt.is_spmd():
+            w = graph_program.walk([values[i] for i in pending])
             if len(w.order) <= _FUSED_OPS and not w.collective:
                 root = {id(v): k for k, v in enumerate(w.roots)}
                 return w, (w.key, tuple((i, root[id(values[i])]) for i in pending))
@@ -240,7 +242,7 @@ class _Plan:
         program = runner.lookup(key, placement)
         if program is not None:
             return program
-        metrics.count("DynamoCompile")
+        counters.count("DynamoCompile")
         fn, n, donated = self.fn, len(values), self.mutated
         buffers = [i for i in self.kept if values[i].node is None]
         lazy = None if fused is None else fused[0].program

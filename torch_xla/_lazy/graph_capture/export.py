@@ -20,7 +20,7 @@ import torch
 from torch._export.serde.serialize import GraphModuleSerializer
 from jaxlib.mlir.dialects import stablehlo as hlo
 
-from .. import metrics, rng, runner, runtime
+from .. import counters, pjrt, rng, runner
 from ..execution import materialize
 from ..ir import Value
 from ..tensor import XLATensor, to_functional, unwrap, wrap
@@ -117,11 +117,11 @@ def export_program(ep, platforms=None, inline_constants=True, custom_calls=froze
         _, outs = fn(inputs, params)
         return tuple(outs[x] if kind == "value" else inputs[x] for kind, x in refs)
 
-    specs = [jax.ShapeDtypeStruct(shape, runtime.to_jax_dtype(dtype)) for shape, dtype in fn.input_avals]
+    specs = [jax.ShapeDtypeStruct(shape, pjrt.to_jax_dtype(dtype)) for shape, dtype in fn.input_avals]
     specs += [jax.ShapeDtypeStruct((), np.int64)] * fn.n_rng
     # weakly typed, as the Python numbers they stand for (`x_f16 * 2.5` stays float16)
     specs += [jax.ShapeDtypeStruct((), c.dtype, weak_type=True) for c in constants]
-    platforms = platforms or (runtime.jax_device(0).platform,)
+    platforms = platforms or (pjrt.jax_device(0).platform,)
     checks = [jax.export.DisabledSafetyCheck.custom_call(name) for name in sorted(fn.custom_call_targets)]
     try:
         exported = runner.export(module, specs, platforms=platforms, disabled_checks=checks)
@@ -214,8 +214,8 @@ class Module:
                 materialize([v])
                 arrays.append(v.data)
             else:
-                arrays.append(runtime.to_device_buffer(torch.as_tensor(x), device))
-        metrics.count("StableHLOExecute")
+                arrays.append(pjrt.to_device_buffer(torch.as_tensor(x), device))
+        counters.count("StableHLOExecute")
         outs = runner.execute(self._program(arrays, device), *arrays)
-        return [to_functional(wrap(Value(tuple(o.shape), runtime.to_torch_dtype(o.dtype), device, data=o)))
+        return [to_functional(wrap(Value(tuple(o.shape), pjrt.to_torch_dtype(o.dtype), device, data=o)))
                 for o in outs]

@@ -24,11 +24,13 @@ from torch import fx
 from torch.utils import _pytree as pytree
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
-from .. import runtime
+from .. import pjrt
 from ..execution import materialize
 from ..ir import ArgumentEncoder
 from ..op_rules import ALIASES, is_eval_batch_norm
-from ..lowering import call_lowering, load_all, lookup, scalar_arguments
+from ..lowering import load_all, lookup
+from ..lowering.replay import call_lowering
+from ..lowering.schema import scalar_arguments
 from ..tensor import unwrap
 
 aten = torch.ops.aten
@@ -117,12 +119,12 @@ def _sympy_to_jax(expr, symbols):
 
 def _jax_aval(aval):
     shape, dtype = aval
-    return shape, runtime.to_jax_dtype(dtype)
+    return shape, pjrt.to_jax_dtype(dtype)
 
 
 def _cast_to(x, aval):
     shape, dtype = aval
-    x = x.astype(runtime.to_jax_dtype(dtype))
+    x = x.astype(pjrt.to_jax_dtype(dtype))
     return x if tuple(x.shape) == shape else jnp.broadcast_to(x, shape)
 
 
@@ -230,7 +232,7 @@ class GraphFunction:
             v = unwrap(value)._value
             materialize([v])
             return v.data
-        return runtime.to_device_buffer(value, 0)  # inlined: the program's own constant
+        return pjrt.to_device_buffer(value, 0)  # inlined: the program's own constant
 
     def _outputs(self, node):
         (results,) = node.args
@@ -361,7 +363,7 @@ class GraphFunction:
         def run(env, seeds):
             inputs = [env[n] for n in in_nodes]
             out = call_lowering(lowering, template, inputs, scalar_values(seeds), first)
-            rest = [jnp.zeros(s, runtime.to_jax_dtype(d)) for s, d in avals[1:]]
+            rest = [jnp.zeros(s, pjrt.to_jax_dtype(d)) for s, d in avals[1:]]
             return (out[0], *rest)
         return run
 
@@ -382,7 +384,7 @@ class GraphFunction:
         def run(env, seeds):
             inputs = [env[n] for n in in_nodes]
             out = call_lowering(lowering, template, inputs, scalar_values(seeds), device_avals)
-            return tuple(o if a == d else jnp.zeros(a[0], runtime.to_jax_dtype(a[1]))
+            return tuple(o if a == d else jnp.zeros(a[0], pjrt.to_jax_dtype(a[1]))
                          for o, a, d in zip(out, avals, device_avals))
         return run
 

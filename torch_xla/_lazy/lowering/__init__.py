@@ -7,18 +7,14 @@ learning rate never recompiles). It returns a jax array, or a tuple for ops with
 outputs. Output shapes and dtypes are PyTorch's (from its meta kernels); the engine casts
 each output to the expected dtype and checks its shape.
 
-Modules in this package each cover one family of ops and register with `@lower(...)`;
-`call_lowering` is how a compiled program replays a recorded node.
+This package is the registry: modules in it each cover one family of ops and register
+with `@lower(...)`; `replay.call_lowering` is how a compiled program replays a recorded
+node, `schema` tells which arguments a lowering receives as values, and `meta_stand_ins`
+holds the meta kernels written here where PyTorch's lack or check less.
 """
 import importlib
 
-import jax
 import torch
-
-from .. import runtime
-from ..caches import GenerationCache
-from ..ir import fill_template
-from ._types import is_weak
 
 aten = torch.ops.aten
 REGISTRY = {}
@@ -84,25 +80,6 @@ def lower_on_demand(name, **options):
     return register
 
 
-_STAND_INS = {}  # op -> a function of meta arguments giving its meta outputs
-
-
-def meta_stand_in(op):
-    """Registers the decorated function as the meta kernel of `op` (an overload, or the
-    schema name of an op PyTorch defines only when first used), where PyTorch's lacks
-    (geqrf, histogram) or skips checks the op's kernel makes: called on the op's meta
-    arguments, it returns meta outputs (and raises PyTorch's errors)."""
-    def register(fn):
-        _STAND_INS[op] = fn
-        return fn
-    return register
-
-
-def stand_in(op):
-    """The meta kernel registered for `op` by `meta_stand_in`, or None."""
-    return _STAND_INS.get(op) or _STAND_INS.get(op._schema.name)
-
-
 def lookup(op):
     """The lowering of `op`, or None (an on-demand lowering is registered at its first use)."""
     hit = REGISTRY.get(op)
@@ -122,55 +99,3 @@ _FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "
 def load_all() -> None:
     for family in _FAMILIES:
         importlib.import_module(f"{__name__}.{family}")
-
-
-def _is_scalar_type(t) -> bool:
-    if isinstance(t, torch.OptionalType):
-        t = t.getElementType()
-    if isinstance(t, torch.ListType):
-        t = t.getElementType()
-    return isinstance(t, (torch.NumberType, torch.TensorType))
-
-
-# id(op) -> (positional flags, kwarg names) of Scalar-typed arguments
-_scalar_args = GenerationCache("ScalarArguments", "XLA_DISPATCH_CACHE_SIZE", 4096)
-_recent_scalar_args = _scalar_args.recent.get
-
-
-def scalar_arguments(func):
-    """Which arguments of `func` a lowering receives as values: Scalar-typed ones, and
-    Tensor-typed ones (where a Python number arrives as a wrapped number, as in `x * 0.5`).
-    Their Python numbers reach the lowering as weakly typed 0-d jax values (the lazy path
-    makes them program parameters). (positional flags, keyword names)."""
-    info = _recent_scalar_args(id(func)) or _scalar_args.get(id(func))
-    if info is None:
-        args = func._schema.arguments
-        flags = tuple(_is_scalar_type(a.type) for a in args)
-        names = frozenset(a.name for a, f in zip(args, flags) if f)
-        info = (flags, names)
-        _scalar_args.put(id(func), info)
-    return info
-
-
-def call_lowering(op, template, inputs, scalars, avals):
-    """Runs lowering `op` of a recorded node on jax values (tracers while a program is
-    compiled): its outputs as a tuple, each cast to PyTorch's dtype and checked against
-    PyTorch's shape (`avals`)."""
-    args, kwargs = fill_template(template, inputs, scalars)
-    kwargs = dict(kwargs)
-    if op.rng:
-        kwargs["key"] = jax.random.PRNGKey(scalars[-1])
-    out = op.fn(*args, **kwargs)
-    if not isinstance(out, (tuple, list)):
-        out = (out,)
-    out = [o for o in out if o is not None]  # outputs the op leaves out (a backward's mask)
-    result = []
-    for o, (shape, dtype) in zip(out, avals):
-        jdtype = runtime.to_jax_dtype(dtype)
-        if o.dtype != jdtype or is_weak(o):
-            o = o.astype(jdtype)
-        if tuple(o.shape) != shape:
-            raise RuntimeError(f"internal error: lowering of {op.name} gave shape {tuple(o.shape)}, "
-                               f"PyTorch expects {shape}")
-        result.append(o)
-    return tuple(result)

@@ -6,13 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from .. import runtime
+from .. import pjrt
 from . import aten, lower
 from ._types import cast, is_float, result_type
 
 
 def _dtype(dtype):
-    return runtime.to_jax_dtype(dtype) if dtype is not None else runtime.to_jax_dtype(torch.get_default_dtype())
+    return pjrt.to_jax_dtype(dtype) if dtype is not None else pjrt.to_jax_dtype(torch.get_default_dtype())
 
 
 @lower(aten.empty.memory_format, aten.zeros.default, aten.empty_permuted.default)
@@ -28,7 +28,7 @@ def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory
 @lower(aten._efficientzerotensor.default)
 def efficient_zero_tensor(size, dtype=None, layout=None, device=None, pin_memory=None):
     """A plain zero tensor (XLA has no ZeroTensor): what `sgn`'s backward of real inputs asks."""
-    return jnp.zeros(tuple(size), runtime.to_jax_dtype(dtype) if dtype is not None else jnp.float32)
+    return jnp.zeros(tuple(size), pjrt.to_jax_dtype(dtype) if dtype is not None else jnp.float32)
 
 
 @lower(aten.ones.default)
@@ -39,7 +39,7 @@ def ones(size, dtype=None, **_):
 @lower(aten.full.default)
 def full(size, fill_value, dtype=None, **_):
     """Without a dtype, the fill value's kind decides (bool, int64, float, complex)."""
-    dtype = runtime.to_jax_dtype(dtype) if dtype is not None else result_type(fill_value)
+    dtype = pjrt.to_jax_dtype(dtype) if dtype is not None else result_type(fill_value)
     return jnp.full(tuple(size), cast(fill_value, dtype), dtype)
 
 
@@ -88,7 +88,7 @@ def arange(*args, dtype=None, **_):
     """PyTorch's kernel: start + i * step in double, or in int64 after truncating the bounds
     for integer results; its length rule differs for int64 and the other dtypes."""
     start, end, step = (0, args[0], 1) if len(args) == 1 else (tuple(args) + (1,))[:3]
-    out = runtime.to_jax_dtype(dtype) if dtype is not None else (
+    out = pjrt.to_jax_dtype(dtype) if dtype is not None else (
         np.dtype(np.int64) if all(isinstance(a, (int, bool)) for a in args) else _dtype(None))
     if out == np.int64:
         start, end, step = int(start), int(end), int(step)
@@ -160,7 +160,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, **_):
 
 def _triangle(numpy_fn, row, col, offset, dtype):
     rows, cols = numpy_fn(row, offset, col)
-    return jnp.asarray(np.stack([rows, cols]).reshape(2, -1), runtime.to_jax_dtype(dtype))
+    return jnp.asarray(np.stack([rows, cols]).reshape(2, -1), pjrt.to_jax_dtype(dtype))
 
 
 @lower(aten.tril_indices.default)
@@ -190,4 +190,4 @@ def eye(n, m=None, dtype=None, **_):
 
 @lower(aten._to_copy.default)
 def to_copy(x, dtype=None, **_):
-    return x if dtype is None else x.astype(runtime.to_jax_dtype(dtype))
+    return x if dtype is None else x.astype(pjrt.to_jax_dtype(dtype))

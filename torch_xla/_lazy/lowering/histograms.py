@@ -16,8 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from . import aten, lower, meta_stand_in
+from . import aten, lower
 from .factories import linspace_values
+from .meta_stand_ins import meta_stand_in
 
 
 def _data_range(x, lo, hi):

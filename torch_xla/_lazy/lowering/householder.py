@@ -13,7 +13,9 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
-from . import aten, lower, meta_stand_in
+from . import aten, lower
+from .meta_stand_ins import meta_stand_in
+
 
 def _mH(x):
     return jnp.conj(jnp.swapaxes(x, -1, -2))

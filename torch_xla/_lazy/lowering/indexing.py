@@ -3,7 +3,7 @@ ops functionalization writes views back with.
 
 Index tensors reach `index`/`index_put` on the device, with boolean masks already turned
 into int indices, except for `index_put` with a single mask, which is lowered statically
-(see `_lazy/engine_ops.py`). XLA clamps out-of-range indices; PyTorch's error for them is
+(see `_lazy/engine_ops/indexing.py`). XLA clamps out-of-range indices; PyTorch's error for them is
 raised by a check node deferred to the step's program (`_lazy/value_checks.py`).
 """
 import jax

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .. import runtime, torch_compat
+from .. import pjrt, torch_compat
 from . import Lowering, aten, lower
 from ._types import cast, opmath
 from .precision import matmul_precision
@@ -38,7 +38,7 @@ def matmul(x, y):
 
 def _dot_general(x, y, dimension_numbers, dtype):
     return lax.dot_general(x, y, dimension_numbers, precision=matmul_precision(),
-                           preferred_element_type=runtime.to_jax_dtype(getattr(torch, dtype)))
+                           preferred_element_type=pjrt.to_jax_dtype(getattr(torch, dtype)))
 
 
 # XLA's DotGeneral (`_XLAC._xla_dot_general`), no ATen op: static dimension numbers

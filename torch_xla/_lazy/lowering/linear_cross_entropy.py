@@ -13,9 +13,10 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from .. import runtime
-from . import lower_on_demand, meta_stand_in
+from .. import pjrt
+from . import lower_on_demand
 from .linalg import matmul_precision
+from .meta_stand_ins import meta_stand_in
 
 _SCALAR = "torch_nn::_linear_cross_entropy_batch_chunked"
 _NONE = "torch_nn::_linear_cross_entropy_batch_chunked_no_reduction"
@@ -40,7 +41,7 @@ def chunked(input, linear_weight, target, linear_bias, weight, reduction, ignore
             compute_input_grad, compute_linear_weight_grad, compute_linear_bias_grad):
     """(loss, d loss/d input, d loss/d linear_weight, d loss/d linear_bias); a gradient not
     asked for is empty, as PyTorch's."""
-    acc = runtime.to_jax_dtype(acc_dtype)
+    acc = pjrt.to_jax_dtype(acc_dtype)
 
     def loss(x, w, b):
         nll, wt = _per_sample(x, w, b, target, weight, ignore_index)
@@ -64,7 +65,7 @@ def chunked(input, linear_weight, target, linear_bias, weight, reduction, ignore
 @lower_on_demand(_NONE, static_scalars=True)
 def chunked_no_reduction(input, linear_weight, target, linear_bias, weight, ignore_index,
                          batch_chunk_size, acc_policy, acc_dtype):
-    acc = runtime.to_jax_dtype(acc_dtype)
+    acc = pjrt.to_jax_dtype(acc_dtype)
     nll, wt = _per_sample(input.astype(acc), linear_weight.astype(acc),
                           None if linear_bias is None else linear_bias.astype(acc),
                           target, weight, ignore_index)

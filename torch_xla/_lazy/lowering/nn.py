@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import runtime, torch_compat
+from .. import pjrt, torch_compat
 from . import aten, lower
 from ._linear import linear_backward
 from ._types import float_opmath, opmath
@@ -62,7 +62,7 @@ def log_softmax(x, dim, half_to_float):
 def safe_softmax(x, dim, dtype=None):
     """Softmax whose rows of only -inf give 0 rather than nan (attention with full masks)."""
     if dtype is not None:
-        x = x.astype(runtime.to_jax_dtype(dtype))
+        x = x.astype(pjrt.to_jax_dtype(dtype))
     masked = jnp.all(x == -jnp.inf, axis=_axis(x, dim), keepdims=True)
     out = softmax(x, dim, False)
     return jnp.where(masked, jnp.zeros((), out.dtype), out)
@@ -156,7 +156,7 @@ def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, 
 @lower(aten.native_batch_norm.default)
 def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """Without running-statistics updates: the engine routes training with running statistics
-    through `_native_batch_norm_legit_functional` and writes them back (`_lazy/engine_ops.py`)."""
+    through `_native_batch_norm_legit_functional` and writes them back (`_lazy/engine_ops/batch_norm.py`)."""
     return _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
 
 

@@ -3,7 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import runtime
+from .. import pjrt
 from . import aten, lower
 from ._types import float_of
 
@@ -32,12 +32,12 @@ def normal(mean, std=1.0, generator=None, *, key):
 
 @lower(aten.randn.default, rng=True)
 def randn(size, generator=None, dtype=None, layout=None, device=None, pin_memory=None, *, key):
-    return jax.random.normal(key, tuple(size), runtime.to_jax_dtype(dtype) if dtype else np.float32)
+    return jax.random.normal(key, tuple(size), pjrt.to_jax_dtype(dtype) if dtype else np.float32)
 
 
 @lower(aten.rand.default, rng=True)
 def rand(size, generator=None, dtype=None, layout=None, device=None, pin_memory=None, *, key):
-    return _uniform(key, size, runtime.to_jax_dtype(dtype) if dtype else np.float32)
+    return _uniform(key, size, pjrt.to_jax_dtype(dtype) if dtype else np.float32)
 
 
 @lower(aten.uniform.default, rng=True)
@@ -98,11 +98,11 @@ def randint(*args, generator=None, dtype=None, layout=None, device=None, pin_mem
 
 @lower(aten.randperm.default, rng=True)
 def randperm(n, generator=None, dtype=None, layout=None, device=None, pin_memory=None, *, key):
-    return jax.random.permutation(key, n).astype(runtime.to_jax_dtype(dtype) if dtype else np.int64)
+    return jax.random.permutation(key, n).astype(pjrt.to_jax_dtype(dtype) if dtype else np.int64)
 
 
 def _like_dtype(x, dtype):
-    return runtime.to_jax_dtype(dtype) if dtype is not None else x.dtype
+    return pjrt.to_jax_dtype(dtype) if dtype is not None else x.dtype
 
 
 @lower(aten.rand_like, rng=True)

@@ -11,10 +11,11 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
-from .. import runtime
-from . import aten, lower, meta_stand_in
+from .. import pjrt
+from . import aten, lower
 from ._types import cast, float_opmath, opmath
 from .elementwise import complex_logaddexp
+from .meta_stand_ins import meta_stand_in
 
 
 def _axes(x, dim, empty_means_all=True):
@@ -37,7 +38,7 @@ def _integral(dtype) -> bool:
 def _sum_input(x, dtype):
     """The input of sum-like ops: cast to `dtype`, else bool/int widened to int64."""
     if dtype is not None:
-        return x.astype(runtime.to_jax_dtype(dtype))
+        return x.astype(pjrt.to_jax_dtype(dtype))
     return x.astype(jnp.int64) if _integral(x.dtype) else cast(x, opmath(x.dtype))
 
 
@@ -67,7 +68,7 @@ def nansum(x, dim=None, keepdim=False, dtype=None):
 @lower(aten.mean.default, aten.mean.dim)
 def mean(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
-        x = x.astype(runtime.to_jax_dtype(dtype))
+        x = x.astype(pjrt.to_jax_dtype(dtype))
     return jnp.mean(cast(x, opmath(x.dtype)), axis=_axes(x, dim), keepdims=keepdim)
 
 
@@ -212,7 +213,7 @@ def count_nonzero(x, dim=None):
 @lower(aten.linalg_vector_norm.default, static_scalars=True)
 def vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
-        x = x.astype(runtime.to_jax_dtype(dtype))
+        x = x.astype(pjrt.to_jax_dtype(dtype))
     a = jnp.abs(cast(x, opmath(x.dtype)))
     axes = _axes(x, dim)
     if ord == float("inf"):

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import runtime
+from .. import pjrt
 from . import aten, lower
 from ._types import cast, result_type
 
@@ -186,7 +186,7 @@ def polar(magnitude, angle):
 @lower(aten.view_copy.dtype, aten.view.dtype)
 def view_dtype(x, dtype):
     """Reinterprets the bytes: the last dim scales by the ratio of element sizes."""
-    dtype = runtime.to_jax_dtype(dtype)
+    dtype = pjrt.to_jax_dtype(dtype)
     old, new = np.dtype(x.dtype).itemsize, np.dtype(dtype).itemsize
     if x.dtype == np.bool_ or dtype == np.bool_:
         x = x.astype(np.uint8) if x.dtype == np.bool_ else x

@@ -4,7 +4,7 @@ These lower the ops `xla::all_reduce` and its kin (defined in `replicas/collecti
 `xm.all_reduce` and its kin call, eagerly or inside `torch.compile`); each takes the op's
 arguments as its schema orders them. A graph holding one is compiled as one SPMD program
 over every replica's device (`replicas/program`), where each lowering calls a jax.lax
-collective over the axis `runtime.REPLICA_AXIS`. Mesh position = global ordinal, so replica
+collective over the axis `pjrt.REPLICA_AXIS`. Mesh position = global ordinal, so replica
 groups name positions on that axis, and the axis size is the world size. Without groups
 the native psum/all_gather/psum_scatter/all_to_all run; with groups (shard_map has no
 axis_index_groups) every replica gathers all values and keeps its group's.
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..runtime import REPLICA_AXIS as AXIS
+from ..pjrt import REPLICA_AXIS as AXIS
 from ..lowering import Lowering
 
 

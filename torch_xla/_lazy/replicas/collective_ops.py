@@ -13,7 +13,7 @@ tensors are the same ops over every replica, as in torch_xla (their group name i
 """
 import torch
 
-from .. import eager, runtime, user_code
+from .. import eager, pjrt, user_code
 from ..dispatch import encode_constant_call, engine_op
 from ..ir import In, Node, Value
 from ..lowering import REGISTRY
@@ -160,7 +160,7 @@ def _register(op, shapes, lowering):
     @engine_op(op)
     def record(first, *rest):
         many = isinstance(first, (list, tuple))
-        out_shapes = shapes(runtime.world_size(), first, *rest)
+        out_shapes = shapes(pjrt.world_size(), first, *rest)
         template, values, device = encode_constant_call(op, (first, *rest), {})
         avals = [(s, v.dtype) for s, v in zip(out_shapes, values)]
         outs = _record(lowering, template, values, device, avals)
@@ -171,7 +171,7 @@ def _fake(shapes):
     def fake(first, *rest):
         many = isinstance(first, (list, tuple))
         tensors = list(first) if many else [first]
-        out = [t.new_empty(s) for s, t in zip(shapes(runtime.world_size(), first, *rest), tensors)]
+        out = [t.new_empty(s) for s, t in zip(shapes(pjrt.world_size(), first, *rest), tensors)]
         return out if many else out[0]
     return fake
 

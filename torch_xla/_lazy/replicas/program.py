@@ -2,7 +2,7 @@
 
 A graph holding a collective cannot run on its device alone. Its program function is run
 under `jax.shard_map` over a 1-D mesh of every replica's device (axis
-`runtime.REPLICA_AXIS`, position = global ordinal): each replica's buffers and scalars
+`pjrt.REPLICA_AXIS`, position = global ordinal): each replica's buffers and scalars
 become blocks of global arrays, and each replica takes back its own blocks of the outputs.
 Programs are compiled by the runner (`runner.OverReplicas`), once per (graph, mesh).
 
@@ -25,9 +25,9 @@ import numpy as np
 from jax._src.lax.lax import _convert_element_type
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .. import metrics, runner, runtime
+from .. import counters, pjrt, runner
 
-AXIS = runtime.REPLICA_AXIS
+AXIS = pjrt.REPLICA_AXIS
 
 
 class Call:
@@ -45,7 +45,7 @@ _meshes = {}
 
 
 def _mesh():
-    devices = tuple(runtime.replica_mesh_devices())
+    devices = tuple(pjrt.replica_mesh_devices())
     mesh = _meshes.get(devices)
     if mesh is None:
         mesh = _meshes[devices] = Mesh(np.array(devices, dtype=object), (AXIS,))
@@ -76,7 +76,7 @@ def _global_args(per_replica, mesh):
     """Global arrays (leaves, scalars) from each local replica's (donated, kept, scalars)."""
     sharding = NamedSharding(mesh, PartitionSpec(AXIS))
     world = mesh.devices.size
-    devices = [runtime.jax_device(i) for i in runtime.replicas()]
+    devices = [pjrt.jax_device(i) for i in pjrt.replicas()]
     leaves = []
     for blocks in zip(*[a[0] + a[1] for a in per_replica]):
         blocks = [b.reshape((1,)) if b.ndim == 0 else b for b in blocks]
@@ -114,7 +114,7 @@ def _within_timeout(fn):
         return _executor[0].submit(fn).result(timeout)
     except concurrent.futures.TimeoutError:
         raise CollectiveTimeout(
-            f"a program with collectives across {runtime.process_count()} processes did not "
+            f"a program with collectives across {pjrt.process_count()} processes did not "
             f"finish within {timeout:g} s (XLA_COLLECTIVE_TIMEOUT): another process has probably "
             "died or stopped taking part in the collectives") from None
 
@@ -136,15 +136,15 @@ def _run(call, per_replica):
     if program is None:
         program = runner.compile(_body(call), global_args, placement, key=call.key,
                                  explain=call.explain)
-    metrics.count("ExecuteReplicated")
-    with metrics.timed("ExecuteReplicatedTime"):
-        if runtime.process_count() > 1:
+    counters.count("ExecuteReplicated")
+    with counters.timed("ExecuteReplicatedTime"):
+        if pjrt.process_count() > 1:
             settle()
             outs = _within_timeout(lambda: runner.execute(program, *global_args))
             _waiting.append(outs)
         else:
             outs = runner.execute(program, *global_args)
-    local = [runtime.jax_device(i) for i in runtime.replicas()]
+    local = [pjrt.jax_device(i) for i in pjrt.replicas()]
     result = [[] for _ in local]
     for out, shape in zip(outs, call.out_shapes):
         blocks = {s.device: s.data for s in out.addressable_shards}
@@ -156,7 +156,7 @@ def _run(call, per_replica):
 
 def run(device, call):
     """Outputs of replica `device`'s part of the replicated program `call`."""
-    local = runtime.replicas()
+    local = pjrt.replicas()
     if device not in local:
         raise RuntimeError(f"xla:{device} runs a collective but is not one of the replicas "
                            f"(xla:{list(local)})")
@@ -193,7 +193,7 @@ class Meeting:
             self.cond.notify_all()
 
     def join(self, device, call):
-        local = runtime.replicas()
+        local = pjrt.replicas()
         with self.cond:
             if self.error is not None:
                 raise RuntimeError("another replica failed") from self.error

@@ -1,6 +1,6 @@
 """SPMD's data model: one virtual device over every device, values sharded on jax meshes.
 
-Under `runtime.use_spmd()` (torch_xla's `xr.use_spmd()`) xla:0 stands for every device of the runtime,
+Under `pjrt.use_spmd()` (torch_xla's `xr.use_spmd()`) xla:0 stands for every device of the runtime,
 in every process. A value's buffer is then one of two things:
 - a single-device array on device 0: data given no sharding yet (the "virtual device" of
   torch_xla: moving it costs nothing until a sharding is known). A program that needs it
@@ -14,7 +14,7 @@ mesh axes cannot lay a jax array out (jax arrays hold no padded shards): such da
 replicated, programs constrain it to its sharding, and its shards are read padded, as XLA
 pads them (`lay_out`, `padded_shards`).
 
-Device ids are global device indices (positions in `runtime.global_devices()`), as
+Device ids are global device indices (positions in `pjrt.global_devices()`), as
 torch_xla's `Mesh` numbers them, and shardings are described as torch_xla prints them
 (`{devices=[4,1,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}`).
 """
@@ -24,14 +24,14 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
-from .. import runner, runtime
+from .. import pjrt, runner
 
 # torch_xla's OpSharding types (XLA's OpSharding.Type numbers)
 REPLICATED, MAXIMAL, TILED, PARTIAL = 0, 1, 3, 5
 
 
 def require() -> None:
-    if not runtime.is_spmd():
+    if not pjrt.is_spmd():
         raise RuntimeError("SPMD is not enabled: call torch_xla.runtime.use_spmd() before "
                            "sharding tensors")
 
@@ -39,7 +39,7 @@ def require() -> None:
 @functools.lru_cache(maxsize=None)
 def mesh(device_ids: tuple, shape: tuple, axis_names: tuple) -> Mesh:
     """The jax Mesh of global devices `device_ids` (row-major over `shape`)."""
-    devices = runtime.global_devices()
+    devices = pjrt.global_devices()
     grid = np.empty(len(device_ids), dtype=object)
     grid[:] = [devices[i] for i in device_ids]
     return Mesh(grid.reshape(shape), axis_names)
@@ -202,14 +202,14 @@ def from_process_batches(array, s, dim: int = 0):
     """A global array laid out by `s` whose dim `dim` is every process's `array` (this
     process's part of a batch, each process holding as many rows) put end to end."""
     shape = list(array.shape)
-    shape[dim] *= runtime.process_count()
+    shape[dim] *= pjrt.process_count()
     check_fits(shape, s)
     return jax.make_array_from_process_local_data(s, np.asarray(array), tuple(shape))
 
 
 @functools.lru_cache(maxsize=None)
 def _global_index():
-    return {d: i for i, d in enumerate(runtime.global_devices())}
+    return {d: i for i, d in enumerate(pjrt.global_devices())}
 
 
 def device_index(jax_device) -> int:
@@ -218,7 +218,7 @@ def device_index(jax_device) -> int:
 
 
 def device_name(jax_device) -> str:
-    return f"{runtime.device_type()}:{device_index(jax_device)}"
+    return f"{pjrt.device_type()}:{device_index(jax_device)}"
 
 
 def describe(s, ndim: int) -> str:
@@ -279,7 +279,7 @@ def from_tile_assignment(tile_assignment, group_assignment, replication_groups, 
     with `group_assignment` (ids of replication groups, one axis per tensor dim) and
     `replication_groups` (the device ids of each group)."""
     if type_ == REPLICATED:
-        n = len(runtime.global_devices())
+        n = len(pjrt.global_devices())
         return replicated(mesh(tuple(range(n)), (n,), ("devices",)))
     if type_ == TILED:
         ids = np.asarray(tile_assignment, dtype=int)
@@ -299,7 +299,7 @@ def hybrid_device_ids(ici_shape, dcn_shape):
     """Device ids of a mesh of shape ici * dcn whose dcn axes run across slices (across
     processes where devices have no slice), in jax's performant order."""
     from jax.experimental import mesh_utils
-    devices = list(runtime.global_devices())
+    devices = list(pjrt.global_devices())
     if int(np.prod(dcn_shape)) == 1:
         grid = mesh_utils.create_device_mesh(tuple(ici_shape), devices=devices)
     else:

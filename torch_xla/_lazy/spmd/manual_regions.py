@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from .. import compiler, subgraph, user_code
+from .. import graph_program, subgraph, user_code
 from ..ir import In, Node, Sc, Value
 from ..lowering import Lowering
 from . import layout as spmd
@@ -123,7 +123,7 @@ def outside_regions(values, held):
     if len(kept) == len(values):
         return values, held
     held = set(held)
-    _, _, leaves = compiler._collect([v for v in values if in_region[id(v)]])
+    _, _, leaves = graph_program._collect([v for v in values if in_region[id(v)]])
     held.update(id(v.data) for v in leaves)
     return kept, held
 

@@ -9,10 +9,12 @@ where functionalization swaps a tensor's value). `local_shards` reads each devic
 import numpy as np
 import torch
 
-from .. import runtime
-from ..execution import from_cpu, materialize, raise_failed_checks
+from .. import pjrt
+from ..deferred_checks import raise_failed_checks
+from ..execution import materialize
 from ..ir import In, Node, Value
 from ..tensor import XLATensor, to_functional, unwrap, wrap
+from ..transfers import from_cpu
 from . import layout as spmd
 from . import manual_regions as manual
 from .constraint_lowering import SHARD_ALIKE, SHARDING_CONSTRAINT
@@ -186,14 +188,14 @@ def local_shards(t: torch.Tensor):
     materialize([v])
     raise_failed_checks((v,))
     if spmd.is_virtual(v.data):
-        host = runtime.to_cpu_tensor(v.data, v.dtype)
+        host = pjrt.to_cpu_tensor(v.data, v.dtype)
         return [(host.clone(), Ellipsis, spmd.device_name(d), spmd.device_index(d))
-                for d in runtime.jax_devices()]
+                for d in pjrt.jax_devices()]
     if v.sharding is not None and not spmd.fits(v.shape, v.sharding):
         blocks = spmd.padded_shards(v.data, v.shape, v.sharding)
     else:
         blocks = spmd.shards(v.data, v.shape)
-    return [(runtime.to_cpu_tensor(data, v.dtype), indices, spmd.device_name(d), replica)
+    return [(pjrt.to_cpu_tensor(data, v.dtype), indices, spmd.device_name(d), replica)
             for d, indices, replica, data in blocks]
 
 
@@ -227,7 +229,7 @@ def from_cpu_shards(shards, s, global_shape=None) -> torch.Tensor:
     `shards[i]` (CPU tensors of one shape); its shape is `global_shape`, by default the
     blocks' shape times the tiles of each dim (a replicated layout: the block's shape)."""
     spmd.require()
-    devices = runtime.jax_devices()
+    devices = pjrt.jax_devices()
     if len(shards) != len(devices):
         raise RuntimeError(f"one shard for each local device is needed: {len(devices)} devices, "
                            f"{len(shards)} shards")

@@ -1,11 +1,11 @@
 """SPMD programs: one jax.jit program over every device, partitioned by XLA.
 
-Under SPMD (`_lazy/spmd/layout`) a step's walk (`compiler.walk`) becomes one program over a mesh of
+Under SPMD (`_lazy/spmd/layout`) a step's walk (`graph_program.walk`) becomes one program over a mesh of
 all devices: its sharded inputs are global arrays, jit reads their layouts from them, each
 root value given a sharding asks for it as its output's layout (`out_shardings`), and XLA's
 partitioner (Shardy/GSPMD) splits the program and inserts the collectives. Inputs still on
 the virtual device are placed on the mesh, replicated, for the call. A walk that touches no
-sharded value runs as an ordinary program on device 0 (`compiler.program_for`): its values
+sharded value runs as an ordinary program on device 0 (`graph_program.program_for`): its values
 are the same on every device.
 
 Programs are compiled by the runner (`runner.OnMesh`) and cached per (graph, input layouts,
@@ -14,7 +14,7 @@ its output took.
 """
 import jax
 
-from .. import compile_explanation, compiler, metrics, runner
+from .. import compile_explanation, counters, graph_program, runner
 from . import layout as spmd
 from . import manual_regions as manual
 from .constraint_lowering import SHARDING_CONSTRAINT
@@ -110,7 +110,7 @@ def _compiled(w, layout, timed_as):
     found = runner.lookup(layout.key, placement)
     if found is not None:
         return found
-    metrics.sample("InputOutputAliasCount", w.program.n_donated)
+    counters.sample("InputOutputAliasCount", w.program.n_donated)
     return runner.compile(_program(w, layout), layout.args, placement, key=layout.key,
                           donate=w.program.n_donated > 0, timed_as=timed_as,
                           explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
@@ -138,12 +138,12 @@ def run(w, eager=False):
                            "collectives a sharded program needs (use mark_sharding)")
     layout = _layout(w)
     if layout is None:
-        program, args = compiler.program_for(w, f"{prefix}CompileTime"), w.call_args
+        program, args = graph_program.program_for(w, f"{prefix}CompileTime"), w.call_args
     else:
         program, args = _compiled(w, layout, f"{prefix}CompileTime"), layout.args
         _keep_placed(w, layout)
-    metrics.count("ExecuteReplicated")  # torch_xla's names for a program over the devices
-    with metrics.timed("ExecuteReplicatedTime"):
+    counters.count("ExecuteReplicated")  # torch_xla's names for a program over the devices
+    with counters.timed("ExecuteReplicatedTime"):
         outputs = runner.execute(program, *args, timed_as=f"{prefix}ExecuteTime")
     if layout is not None:
         for v, out in zip(w.roots, outputs):

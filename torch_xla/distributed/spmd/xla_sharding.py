@@ -14,11 +14,11 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-import torch_xla._XLAC
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla._lazy.spmd import layout as _spmd
+from torch_xla._lazy.spmd import op_sharding as _op_sharding
 
 from .einsum_linear import (EinsumLinear, XLAPatchedLinear,  # noqa: F401  (upstream's home
                             apply_xla_patch_to_nn_linear, xla_patched_nn_linear_forward)  # of them)
@@ -113,10 +113,10 @@ class Mesh:
     def _sharding(self, partition_spec):
         return _spmd.sharding(self.get_jax_mesh(), self._jax_spec(partition_spec))
 
-    def get_op_sharding(self, partition_spec: PartitionSpec) -> "torch_xla._XLAC.OpSharding":
+    def get_op_sharding(self, partition_spec: PartitionSpec) -> "_op_sharding.OpSharding":
         """The OpSharding of `partition_spec` over this mesh (what `_xla_mark_sharding`
         takes)."""
-        return torch_xla._XLAC.OpSharding.of(self._sharding(tuple(partition_spec)),
+        return _op_sharding.OpSharding.of(self._sharding(tuple(partition_spec)),
                                              len(partition_spec))
 
     def __str__(self):
@@ -335,8 +335,8 @@ class _LeaveManual(torch.autograd.Function):
 
 def _mark_manual_sharding(t: Union[torch.Tensor, XLAShardedTensor]) -> XLAShardedTensor:
     """Asserts that `t` is in manual sharding mode (computed inside a manual region)."""
-    manual = torch_xla._XLAC.OpSharding([], [], [], ShardingType.MANUAL)
-    torch_xla._XLAC._mark_manual_sharding(_global(t), manual)
+    manual = _op_sharding.OpSharding([], [], [], ShardingType.MANUAL)
+    _op_sharding.mark_manual(_global(t), manual)
     return wrap_as_sharded_tensor(t)
 
 

@@ -19,7 +19,7 @@ from torch.distributed.checkpoint.metadata import (ChunkStorageMetadata, Metadat
 from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
 from torch.distributed.checkpoint.planner_helpers import create_read_items_for_chunk_list
 
-import torch_xla._XLAC
+from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla.distributed.spmd import ShardingType, XLAShard, XLAShardedTensor
 
 
@@ -33,7 +33,7 @@ def _is_xla(obj) -> bool:
 
 def _is_sharded(obj) -> bool:
     """An XLA tensor split over the devices (not replicated on all of them)."""
-    return _is_xla(obj) and torch_xla._XLAC._get_xla_sharding_type(obj) in (
+    return _is_xla(obj) and _sharding.spec_kind(obj) in (
         ShardingType.TILED, ShardingType.PARTIAL)
 
 

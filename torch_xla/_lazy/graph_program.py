@@ -24,9 +24,10 @@ import jax
 import numpy as np
 from jax._src.lax.lax import _convert_element_type
 
-from . import compile_explanation, metrics, runner, runtime
+from . import compile_explanation, counters, pjrt, runner
 from .ir import In, Node, node_type
-from .lowering import call_lowering, precision
+from .lowering import precision
+from .lowering.replay import call_lowering
 
 
 class LoweringError(Exception):
@@ -127,7 +128,7 @@ class Program(runner.Executable):
         placed = self.placed
         if placed is not None and placed[0] == bits:
             return placed[1]
-        target = runtime.jax_device(device)
+        target = pjrt.jax_device(device)
         packed = self.pack(scalars) if packed is None else packed
         placed = self.placed = (bits, tuple(jax.device_put(list(packed), target)))
         return placed[1]
@@ -380,7 +381,7 @@ def program_for(w: Walk, timed_as: str = "CompileTime") -> Program:
     if program is not None:
         return program
     program = w.program
-    metrics.sample("InputOutputAliasCount", program.n_donated)  # buffers the program donates
+    counters.sample("InputOutputAliasCount", program.n_donated)  # buffers the program donates
     return runner.compile(program.run_packed, w.call_args, placement, key=key,
                           donate=program.n_donated > 0, executable=program, timed_as=timed_as,
                           explain=lambda: compile_explanation.explain_compile(w.order, w.roots))

@@ -224,12 +224,12 @@ def test_scalars_are_one_parameter_per_distinct_value(dev):
     stays float32; scalars that share a parameter and then differ (0.0 and -0.0 too) get a
     program of their own, with the right values."""
     import jax
-    from torch_xla._lazy import compiler
+    from torch_xla._lazy import graph_program
     from torch_xla._lazy.tensor import unwrap
     x = torch.randn(4, device=dev)
     xm.mark_step()
     xc = x.cpu()
-    w = compiler.walk([unwrap(_chain(x, 0.5, 0.25))._value])
+    w = graph_program.walk([unwrap(_chain(x, 0.5, 0.25))._value])
     assert len(w.args[2]) == 23 and w.program.slot_types == (float, float, int, int, int)
     text = str(jax.make_jaxpr(w.program.run_packed)(*w.call_args))
     assert " split[" not in text and " slice[" not in text, text

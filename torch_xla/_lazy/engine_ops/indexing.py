@@ -1,0 +1,58 @@
+"""index and index_put with indices PyTorch lets live on the CPU, and boolean masks made
+into indices; out-of-range indices checked at the step's program (`value_checks`)."""
+import torch
+
+from .. import value_checks
+from ..dispatch import dispatch, engine_op, trace
+from ..lowering import REGISTRY
+from ..tensor import XLATensor, wrap
+from ..transfers import from_cpu
+
+aten = torch.ops.aten
+
+
+def _indices(x, indices, masks):
+    """index/index_put's indices on x's device (PyTorch lets them live on the CPU), with
+    boolean masks turned into the int indices of their True positions when `masks` is
+    false (an eager `nonzero`: the result's shape depends on them)."""
+    out = []
+    dim = 0  # the dim of x the index addresses (a mask addresses as many as it has)
+    for i in indices:
+        if i is not None and not isinstance(i, XLATensor):
+            i = wrap(from_cpu(i, x._value.device))
+        is_mask = i is not None and i.dtype in (torch.bool, torch.uint8)
+        if is_mask:
+            _check_mask_shape(x, i, dim)
+        dim += i.dim() if is_mask else 1
+        if is_mask and not masks:
+            nz = dispatch(aten.nonzero.default, (i,), {})
+            out.extend(dispatch(aten.select_copy.int, (nz, 1, d), {}) for d in range(i.dim()))
+            continue
+        out.append(i)
+    return out
+
+
+def _check_mask_shape(x, mask, dim):
+    for k, n in enumerate(mask.shape):
+        if dim + k < x.dim() and x.shape[dim + k] != n:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {k} does not match "
+                             f"the shape of the indexed tensor {list(x.shape)} at index {dim + k}")
+
+
+@engine_op(aten.index.Tensor, aten._unsafe_index.Tensor, with_op=True)
+def _index(func, x, indices):
+    indices = _indices(x, indices, False)
+    out = trace(func, REGISTRY[func], (x, indices), {})
+    value_checks.check_index(func, x, indices, out)
+    return out
+
+
+@engine_op(aten.index_put.default, aten._unsafe_index_put.default, with_op=True)
+def _index_put(func, x, indices, values, accumulate=False):
+    # A lone boolean mask is lowered statically (its result has x's shape).
+    lone_mask = sum(i is not None for i in indices) == 1 and any(
+        i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
+    indices = _indices(x, indices, lone_mask)
+    out = trace(func, REGISTRY[func], (x, indices, values, accumulate), {})
+    value_checks.check_index(func, x, indices, out)
+    return out

@@ -1,0 +1,30 @@
+"""A recorded node replayed: its lowering run on jax values inside a program."""
+import jax
+
+from .. import pjrt
+from ..ir import fill_template
+from ._types import is_weak
+
+
+def call_lowering(op, template, inputs, scalars, avals):
+    """Runs lowering `op` of a recorded node on jax values (tracers while a program is
+    compiled): its outputs as a tuple, each cast to PyTorch's dtype and checked against
+    PyTorch's shape (`avals`)."""
+    args, kwargs = fill_template(template, inputs, scalars)
+    kwargs = dict(kwargs)
+    if op.rng:
+        kwargs["key"] = jax.random.PRNGKey(scalars[-1])
+    out = op.fn(*args, **kwargs)
+    if not isinstance(out, (tuple, list)):
+        out = (out,)
+    out = [o for o in out if o is not None]  # outputs the op leaves out (a backward's mask)
+    result = []
+    for o, (shape, dtype) in zip(out, avals):
+        jdtype = pjrt.to_jax_dtype(dtype)
+        if o.dtype != jdtype or is_weak(o):
+            o = o.astype(jdtype)
+        if tuple(o.shape) != shape:
+            raise RuntimeError(f"internal error: lowering of {op.name} gave shape {tuple(o.shape)}, "
+                               f"PyTorch expects {shape}")
+        result.append(o)
+    return tuple(result)

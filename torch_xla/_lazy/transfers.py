@@ -1,0 +1,35 @@
+"""Transfers between the host and the devices: a CPU tensor's data as a device buffer, and a
+computed value's buffer read back, each counted and timed in the counters
+(`TransferToDevice`, `TransferFromDevice` and their times).
+"""
+import time
+
+import torch
+
+from . import counters, pjrt
+from .ir import Value
+from .replicas import program as replicated
+
+
+def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
+    """A CPU tensor's data as a buffer on XLA device `device` (cast to `dtype`)."""
+    dtype = dtype or t.dtype
+    with counters.timed("TransferToDeviceTime"):
+        data = pjrt.to_device_buffer(t.to(dtype) if t.dtype != dtype else t, device)
+    counters.count("TransferToDevice")
+    return Value(tuple(t.shape), dtype, device, data=data)
+
+
+def read(value: Value) -> torch.Tensor:
+    """The computed `value` as a CPU tensor."""
+    return pjrt.host_tensor(host_array(value), value.dtype)
+
+
+def host_array(value: Value):
+    """The computed `value`'s buffer copied to the host (a numpy array)."""
+    replicated.settle()  # a program waiting for another process would never end: timed
+    start = time.perf_counter_ns()
+    out = pjrt.to_host_array(value.data)
+    counters.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
+    counters.count("TransferFromDevice")
+    return out
