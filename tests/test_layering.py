@@ -46,7 +46,7 @@ STAGES = (
      "torch_xla._lazy.op_rules"),
     ("torch_xla._lazy.runner", "torch_xla._lazy.compile_explanation"),
     ("torch_xla._lazy.pjrt", "torch_xla._lazy.device_info", "torch_xla._lazy.counters",
-     "torch_xla._lazy.caches",
+     "torch_xla._lazy.caches", "torch_xla._lazy.hosts",
      "torch_xla._lazy.donation",
      "torch_xla._lazy.frames", "torch_xla._lazy.user_code", "torch_xla._lazy.kernel_libraries"),
     ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat"),

@@ -24,10 +24,14 @@ def test_runtime_layout():
 
 def test_master_ip_comes_from_the_coordinator(monkeypatch):
     monkeypatch.delenv("TORCH_XLA_COORDINATOR", raising=False)
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
     with pytest.raises(RuntimeError, match="IP discovery not supported for device: CPU"):
         xr.get_master_ip()
     monkeypatch.setenv("TORCH_XLA_COORDINATOR", "10.1.2.3:8476")
     assert xr.get_master_ip() == "10.1.2.3"
+    monkeypatch.delenv("TORCH_XLA_COORDINATOR")
+    monkeypatch.setenv("MASTER_ADDR", "10.1.2.4")  # torchrun's, before the runtime joins
+    assert xr.get_master_ip() == "10.1.2.4"
 
 
 def test_device_type_is_fixed_once_the_runtime_started(monkeypatch):

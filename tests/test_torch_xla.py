@@ -153,8 +153,9 @@ def test_launch_debug_single_process_runs_here():
     assert out == [(0, 1)]
 
 
-def test_launch_under_torchrun_needs_a_coordinator(monkeypatch):
+def test_launch_under_torchrun_runs_the_local_rank_here(monkeypatch):
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
-    monkeypatch.delenv("TORCH_XLA_COORDINATOR", raising=False)
-    with pytest.raises(RuntimeError, match="TORCH_XLA_COORDINATOR"):
-        torch_xla.launch(_launched, args=([],))
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    out = []
+    torch_xla.launch(_launched, args=(out,))
+    assert out == [(0, 1)]

@@ -79,7 +79,8 @@ def _host_count() -> int:
 
 
 def host_index() -> int:
-    """This host's index among the hosts of the runtime (TORCH_XLA_HOST_INDEX; 0 alone)."""
+    """This host's index among the hosts of the runtime (TORCH_XLA_HOST_INDEX, under torchrun
+    its node rank; 0 alone)."""
     return int(os.environ.get("TORCH_XLA_HOST_INDEX", "0"))
 
 
@@ -119,11 +120,14 @@ def is_bf16_supported() -> bool:
 
 def get_master_ip() -> str:
     """The address of the runtime's master: the host of TORCH_XLA_COORDINATOR, which every
-    process of a multi-host runtime is given. Without it there is nothing to discover
-    (torch_xla asks the TPU or Neuron metadata service, which this runtime does not use)."""
+    process of a multi-host runtime is given, or torchrun's MASTER_ADDR. Without them there is
+    nothing to discover (torch_xla asks the TPU or Neuron metadata service, which this
+    runtime does not use)."""
     coordinator = os.environ.get("TORCH_XLA_COORDINATOR")
     if coordinator:
-        return coordinator.rpartition(":")[0]
+        return coordinator.rpartition(":")[0].strip("[]")
+    if os.environ.get("MASTER_ADDR"):
+        return os.environ["MASTER_ADDR"]
     raise RuntimeError(f"IP discovery not supported for device: {device_type()} "
                        f"(set TORCH_XLA_COORDINATOR=host:port)")
 

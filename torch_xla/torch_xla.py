@@ -173,25 +173,13 @@ def set_custom_compile_options(options: dict) -> None:
             "computation instead")
 
 
-def _join_torchelastic_processes() -> None:
-    """Under torchrun, the processes form one runtime from torchrun's RANK, WORLD_SIZE and
-    LOCAL_RANK; the coordinator's address must be given (TORCH_XLA_COORDINATOR)."""
-    if "TORCH_XLA_COORDINATOR" not in os.environ:
-        raise RuntimeError(
-            "torch_xla.launch under torchrun: set TORCH_XLA_COORDINATOR=host:port (a free port on "
-            "the host of rank 0) so that the processes join one XLA runtime")
-    os.environ.setdefault("TORCH_XLA_NUM_PROCESSES", os.environ["WORLD_SIZE"])
-    os.environ.setdefault("TORCH_XLA_PROCESS_ID", os.environ["RANK"])
-    os.environ.setdefault("TORCH_XLA_LOCAL_PROCESS_ID", os.environ["LOCAL_RANK"])
-
-
 def launch(fn, args=(), start_method: str = 'spawn', debug_single_process: bool = False):
     """Runs `fn(index, *args)` on every device, one process each (`xmp.spawn`), and returns
     when all have ended. Under torchelastic (torchrun) the launcher made the processes:
-    `fn(LOCAL_RANK, *args)` runs in this one. `debug_single_process`: run `fn(0, *args)` in
+    `fn(LOCAL_RANK, *args)` runs in this one, which joins the others through torchrun's
+    variables (`_lazy/hosts`). `debug_single_process`: run `fn(0, *args)` in
     this process only."""
     if dist.is_torchelastic_launched():
-        _join_torchelastic_processes()
         fn(xu.getenv_as("LOCAL_RANK", int), *args)
     else:
         xmp.spawn(fn, args=args, nprocs=1 if debug_single_process else None, start_method=start_method)

@@ -13,6 +13,8 @@ import jax
 import numpy as np
 import torch
 
+from torch_xla._lazy import hosts
+
 jax.config.update("jax_enable_x64", True)
 
 _PLATFORMS = {"CPU": "cpu", "CUDA": "cuda", "GPU": "cuda", "TPU": "tpu"}
@@ -73,29 +75,25 @@ if os.environ.get("PJRT_DEVICE", "CPU").upper() == "CPU":
 # ---- processes and replicas ----------------------------------------------------------------
 #
 # Several processes form one runtime through jax.distributed (its coordination service and,
-# on the CPU, gloo collectives). xmp.spawn sets these variables in each process it starts;
-# a launcher of its own (one process per host, say) may set them too:
+# on the CPU, gloo collectives): `_lazy/hosts`. xmp.spawn sets these variables in each
+# process it starts; a launcher of its own (one process per host, say) may set them too, and
+# under torchrun they are read from torchrun's (at import):
 #   TORCH_XLA_COORDINATOR      host:port of process 0's coordination service, which listens
 #                              there only (xmp.spawn: a loopback port) unless
 #   TORCH_XLA_COORDINATOR_BIND host:port (e.g. [::]:port: every interface) says where
 #   TORCH_XLA_NUM_PROCESSES    how many processes in all
 #   TORCH_XLA_PROCESS_ID       this process's index among them
 #   TORCH_XLA_LOCAL_PROCESS_ID this process's index on its host (local ordinal)
+#   TORCH_XLA_NUM_HOSTS        how many hosts, TORCH_XLA_HOST_INDEX this one's index
 #   TORCH_XLA_LOCAL_DEVICE     (GPU) the one local device this process drives
+hosts.adopt_torchrun_layout()
+
 
 def _join_processes(platform) -> None:
     count = int(os.environ.get("TORCH_XLA_NUM_PROCESSES", "1"))
     if count <= 1 or jax.distributed.is_initialized():
         return
-    if platform == "cpu":
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    local = os.environ.get("TORCH_XLA_LOCAL_DEVICE")
-    coordinator = os.environ["TORCH_XLA_COORDINATOR"]
-    jax.distributed.initialize(
-        coordinator_address=coordinator, num_processes=count,
-        process_id=int(os.environ["TORCH_XLA_PROCESS_ID"]),
-        local_device_ids=None if local is None else [int(local)],
-        coordinator_bind_address=os.environ.get("TORCH_XLA_COORDINATOR_BIND", coordinator))
+    hosts.join(platform)
 
 
 def process_count() -> int:

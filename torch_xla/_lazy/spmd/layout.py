@@ -297,7 +297,8 @@ def from_tile_assignment(tile_assignment, group_assignment, replication_groups, 
 
 def hybrid_device_ids(ici_shape, dcn_shape):
     """Device ids of a mesh of shape ici * dcn whose dcn axes run across slices (across
-    processes where devices have no slice), in jax's performant order."""
+    processes where the devices are of one slice, or have none: CPU and GPU hosts), in
+    jax's performant order."""
     from jax.experimental import mesh_utils
     devices = list(pjrt.global_devices())
     if int(np.prod(dcn_shape)) == 1:
@@ -305,5 +306,5 @@ def hybrid_device_ids(ici_shape, dcn_shape):
     else:
         grid = mesh_utils.create_hybrid_device_mesh(
             tuple(ici_shape), tuple(dcn_shape), devices=devices,
-            process_is_granule=not hasattr(devices[0], "slice_index"))
+            process_is_granule=len({getattr(d, "slice_index", 0) for d in devices}) == 1)
     return [device_index(d) for d in grid.flat]
