@@ -38,7 +38,7 @@ def _text(out):
     return out.decode(errors="replace") if isinstance(out, bytes) else out
 
 
-def failure(proc, why):
+def _failure(proc, why):
     """The message of a failed fresh process: why, its command and the ends of its outputs."""
     return (f"{why}: python {' '.join(proc.args[1:])[:200]}\n"
             f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}")
@@ -52,10 +52,10 @@ def python(*argv, env=None, cwd=ROOT, timeout=TIMEOUT, check=True):
     except subprocess.TimeoutExpired as e:
         proc = subprocess.CompletedProcess(e.cmd, None, _text(e.stdout), _text(e.stderr))
         if check:
-            raise AssertionError(failure(proc, f"no exit within {timeout} s")) from None
+            raise AssertionError(_failure(proc, f"no exit within {timeout} s")) from None
         return proc
     if check and proc.returncode != 0:
-        raise AssertionError(failure(proc, f"exit status {proc.returncode}"))
+        raise AssertionError(_failure(proc, f"exit status {proc.returncode}"))
     return proc
 
 

@@ -66,9 +66,9 @@ def test_graphs_alike_but_for_an_argument_are_told_apart(dev):
     for dim in (-1, -2, -1, -2):
         s = x.sum(dim)
         xm.mark_step()
-        results.append(s.cpu())
-    assert torch.allclose(results[0], x.cpu().sum(-1)) and torch.allclose(results[1], x.cpu().sum(-2))
-    assert torch.equal(results[0], results[2]) and torch.equal(results[1], results[3])
+        results.append(s)
+    assert_same(results[:2], [x.cpu().sum(-1), x.cpu().sum(-2)], **ALLCLOSE)
+    assert_same(results[2:], results[:2], **EXACT)
 
 
 def test_a_donation_pattern_change_takes_the_walk(dev, walks):

@@ -233,8 +233,10 @@ def sharded_and_plain_tensors_meet_in_ops():
     for out in (xt + plain, plain + xt, torch.add(plain, xt)):
         assert isinstance(out, xs.XLAShardedTensor) and out.shape == torch.Size([4, 8])
         assert_same(out.global_tensor, a + b, **ALLCLOSE)
-    assert plain.add_(xt) is plain and torch.allclose(plain.cpu(), a + b)
-    assert xt.mul_(plain) is xt and torch.allclose(xt.global_tensor.cpu(), a * (a + b))
+    assert plain.add_(xt) is plain
+    assert_same(plain, a + b, **ALLCLOSE)
+    assert xt.mul_(plain) is xt
+    assert_same(xt.global_tensor, a * (a + b), **ALLCLOSE)
     assert type(xt.cpu()) is torch.Tensor and type(xt.sum().item()) is float
     w = torch.randn(4, 8)
     xw = w.to('xla').requires_grad_()

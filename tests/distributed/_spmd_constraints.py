@@ -36,7 +36,8 @@ def uneven_data_shards_are_padded():
     assert_same(xa * 2, a * 2, **ALLCLOSE)
     xt.load_local_shards_([xs.XLAShard(s.data * 2, s.indices, s.shard_device, s.replica_id)
                            for s in shards])
-    assert torch.allclose(xa.cpu(), a * 2) and spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
+    assert_same(xa, a * 2, **ALLCLOSE)
+    assert spec(xa) == "{devices=[8,1]0,1,2,3,4,5,6,7}"
     xt.load_local_shards_([xs.XLAShard(s.unpadded_data, s.indices, s.shard_device, s.replica_id)
                            for s in shards])  # unpadded blocks do too
     assert_same(xa, a, **ALLCLOSE)
@@ -101,7 +102,7 @@ def shard_as_lays_two_tensors_out_alike():
     (a, none_a), (b, none_b) = xs.shard_as([xw * 2, None], [xv, None])
     assert none_a is None and none_b is None
     (a * b).sum().backward()
-    assert torch.allclose(xv.grad.cpu(), w * 2) and torch.allclose(xw.grad.cpu(), 2 * v)
+    assert_same([xv.grad, xw.grad], [w * 2, 2 * v], **ALLCLOSE)
     raises(AssertionError, lambda: xs.shard_as([xw], (xv,)), "same structure")
     raises(ValueError, lambda: xs.shard_as(xw, torch.ones(4, 8).to('xla')), "shapes must be equal")
 

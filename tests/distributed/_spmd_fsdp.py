@@ -138,7 +138,7 @@ def fsdp_v2_trains_a_llama_like_model_as_one_device():
         assert all(s.data.numel() * N == p.numel() for s in shards), (name, spec(p))
         whole = ref_params[name].detach()
         for s in shards:  # together the shards are the parameter, as on the CPU
-            assert_same(s.data, whole[tuple(s.indices)], rtol=1e-4, atol=1e-5)
+            assert_same(s.data, whole[tuple(s.indices)], rtol=1e-4, atol=1e-5, device="cpu")
 
 
 @check

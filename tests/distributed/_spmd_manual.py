@@ -45,7 +45,7 @@ def manual_sharding_as_upstream_tests_it():
         assert xx.shape == (8, 8 // N)
         xx = xx + 1
         xxx = xs.disable_manual_sharding(xx, (0, 1), x.shape)
-        assert xxx.shape == (8, 8) and torch.allclose(x.cpu() + 1, xxx.cpu())
+        assert_same(xxx, x.cpu() + 1, **ALLCLOSE)  # shape (8, 8)
     finally:
         xs.set_global_mesh(None)
 
@@ -66,7 +66,7 @@ def manual_sharding_through_xlac_as_upstream_tests_it():
     assert xxt.sharding_type == xs.ShardingType.MANUAL and xxt.sharding_spec == "{manual}"
     xxx = torch_xla._XLAC._spmd_shard_to_full_shape(
         xxt.global_tensor, mesh.get_op_sharding(partition_spec), x.shape, x.dtype)
-    assert xxx.shape == (8, 8) and torch.allclose(x.cpu() + 1, xxx.cpu())
+    assert_same(xxx, x.cpu() + 1, **ALLCLOSE)  # shape (8, 8)
     assert repr(torch_xla._XLAC.OpSharding([], [], [], xs.ShardingType.MANUAL)) == "OpSharding({manual})"
     raises(RuntimeError, lambda: xs._mark_manual_sharding(torch.zeros(3, 2).to('xla') + 1), "not supported")
     raises(RuntimeError, lambda: torch_xla._XLAC._spmd_shard_to_full_shape(
@@ -121,7 +121,8 @@ def manual_region_pads_an_uneven_dim():
     view = xs.enable_manual_sharding(b.to('xla'), ('x', None), mesh=mesh)
     assert view.shape == (2, 4)
     out = xs.disable_manual_sharding(view * 3, ('x', None), (13, 4), mesh=mesh)
-    assert out.shape == (13, 4) and torch.allclose(out.global_tensor.cpu(), b * 3)
+    assert out.shape == (13, 4)
+    assert_same(out.global_tensor, b * 3, **ALLCLOSE)
 
 
 @check

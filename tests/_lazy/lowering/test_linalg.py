@@ -311,7 +311,8 @@ def test_matrix_exp_of_half_matrices_is_computed_in_float32(dtype):
     a = (seeded_randn(2, 3, 3, grad=False) / 4).to(dtype)
     out = torch.linalg.matrix_exp(to_xla(a))
     assert out.dtype == dtype
-    tol = {torch.bfloat16: dict(rtol=1.6e-2, atol=1e-5), torch.float16: dict(rtol=1e-3, atol=1e-5)}[dtype]  # torch.testing's
+    # torch.testing's tolerances for the dtype
+    tol = {torch.bfloat16: dict(rtol=1.6e-2, atol=1e-5), torch.float16: dict(rtol=1e-3, atol=1e-5)}[dtype]
     assert_same(out, torch.linalg.matrix_exp(a.float()).to(dtype), **tol)
 
 
