@@ -10,7 +10,7 @@ import time
 import pytest
 import torch.utils.cpp_extension as cpp_extension
 
-from tests.fresh_process import start
+from tests.fresh_process import TIMEOUT, start
 from torch_xla._lazy import device_guard, guard_build
 
 _IMPORT = """
@@ -78,7 +78,7 @@ def test_a_build_held_by_a_live_process_is_waited_for_then_explained(tmp_path):
         lock.write(str(os.getpid()))
         lock.flush()
         proc = _start(extensions, TORCH_XLA_GUARD_BUILD_TIMEOUT="1")
-        out, err = proc.communicate(timeout=900)
+        out, err = proc.communicate(timeout=TIMEOUT)
     assert f"process {os.getpid()} has been compiling the device guard for over 1 s" in err
     assert f"still holds {lock_path}" in err and "TORCH_XLA_GUARD_BUILD_TIMEOUT" in err
     # The import went on to the next route: PyTorch's Python guard serves xla:0 only, so

@@ -3,7 +3,7 @@
 import math
 import socket
 
-from tests.fresh_process import python, start
+from tests.fresh_process import TIMEOUT, python, start
 
 
 def _free_port():
@@ -26,7 +26,7 @@ def test_two_processes_of_four_devices_equal_one_of_eight():
                     TORCH_XLA_PROCESS_ID=str(i)) for i in range(2)]
     single = _start(8)
     for proc in hosts + [single]:
-        proc.stdout_text, err = proc.communicate(timeout=900)
+        proc.stdout_text, err = proc.communicate(timeout=TIMEOUT)
         assert proc.returncode == 0, proc.stdout_text[-2000:] + err[-4000:]
     one = [float(x) for x in _lines(single, "loss")]
     assert len(one) == 4

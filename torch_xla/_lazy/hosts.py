@@ -61,6 +61,11 @@ def coordinator() -> str:
     return address
 
 
+def _join_timeout_s() -> float:
+    """How long joining may wait for the other processes (TORCH_XLA_JOIN_TIMEOUT, seconds)."""
+    return float(os.environ.get("TORCH_XLA_JOIN_TIMEOUT", "300"))
+
+
 def _agreed_port(host) -> str:
     """A port process 0 finds free on its host, published through torchrun's store (its
     agent's, which torchrun's workers may use)."""
@@ -70,7 +75,7 @@ def _agreed_port(host) -> str:
             "the coordinator's port: set XLA_COORDINATOR_PORT (a port free on MASTER_ADDR's host) "
             "or TORCH_XLA_COORDINATOR=host:port; without them it is agreed through torchrun's "
             "agent store, which this launcher does not provide")
-    timeout = datetime.timedelta(seconds=float(os.environ.get("TORCH_XLA_JOIN_TIMEOUT", "300")))
+    timeout = datetime.timedelta(seconds=_join_timeout_s())
     store = dist.TCPStore(host, int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
     key = f"{_COORDINATOR_KEY}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     if os.environ["TORCH_XLA_PROCESS_ID"] == "0":
@@ -105,7 +110,7 @@ def join(platform: str) -> None:
         process_id=int(os.environ["TORCH_XLA_PROCESS_ID"]),
         local_device_ids=None if local is None else [int(local)],
         coordinator_bind_address=os.environ.get("TORCH_XLA_COORDINATOR_BIND", address),
-        initialization_timeout=int(float(os.environ.get("TORCH_XLA_JOIN_TIMEOUT", "300"))),
+        initialization_timeout=int(_join_timeout_s()),
         heartbeat_timeout_seconds=int(os.environ.get("DIST_SERVICE_HEARTBEAT_INTERVAL_IN_SEC", "100")),
         shutdown_timeout_seconds=60 * int(os.environ.get("DIST_SERVICE_SHUTDOWN_TIMEOUT_IN_MIN", "5")))
     if platform == "cpu":
