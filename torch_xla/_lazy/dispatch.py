@@ -28,11 +28,14 @@ from .transfers import from_cpu
 aten = torch.ops.aten
 load_all()
 
-def _encode_call(func, args, kwargs, dynamic):
-    """The node's argument template (`ir.ArgumentEncoder`: tensors -> `In`, dynamic numbers
-    -> `Sc`), its inputs, its scalars, its device, and a hashable signature of the call for
-    the meta cache."""
-    flags, names = scalar_arguments(func) if dynamic else ((), frozenset())
+_NO_PARAMETERS = ((), frozenset())
+
+
+def _encode_call(func, args, kwargs, parameters):
+    """The node's argument template (`ir.ArgumentEncoder`: tensors -> `In`, numbers where
+    `parameters` (`_scalar_flags`) says -> `Sc`), its inputs, its scalars, its device, and a
+    hashable signature of the call for the meta cache."""
+    flags, names = parameters
     e = _Encoding()
     template = e.encode_call(args, kwargs, flags, names)
     device = e.device
@@ -47,7 +50,7 @@ def _encode_call(func, args, kwargs, dynamic):
 def encode_constant_call(func, args, kwargs):
     """(template, inputs, device) of a call encoded as the lazy path encodes it, every number
     a constant: for engine ops that record a node of their own."""
-    template, inputs, _, device, _ = _encode_call(func, args, kwargs, dynamic=False)
+    template, inputs, _, device, _ = _encode_call(func, args, kwargs, _NO_PARAMETERS)
     return template, inputs, device
 
 
@@ -144,7 +147,7 @@ class _Plan:
 def _plan_call(func, lowering, args, kwargs):
     """(plan, inputs, scalars) of a call, its template encoded and its avals from meta."""
     template, inputs, scalars, device, sig = _encode_call(
-        func, args, kwargs, dynamic=not lowering.static_scalars)
+        func, args, kwargs, _scalar_flags(func, lowering))
     structure, avals, origin = meta_outputs(func, args, kwargs, sig)
     return _Plan(lowering, template, structure, avals, device, origin), inputs, scalars
 
@@ -179,7 +182,7 @@ def trace(func, lowering, args, kwargs):
 def _trace_uncached(func, lowering, args, kwargs):
     if lowering.dynamic_shape:
         template, inputs, scalars, device, _ = _encode_call(
-            func, args, kwargs, dynamic=not lowering.static_scalars)
+            func, args, kwargs, _scalar_flags(func, lowering))
         return _run_eagerly(lowering, template, inputs, scalars, device)
     return _emit(*_plan_call(func, lowering, args, kwargs))
 
@@ -221,8 +224,9 @@ def _arg_key(a, dyn, inputs, scalars):
 
 
 def _scalar_flags(func, lowering):
-    """`_trace_cached`'s `dynamic` and `names` for `func` traced with `lowering`."""
-    flags, names = scalar_arguments(func)
+    """Which arguments of `func` traced with `lowering` are program parameters: (per
+    position, keyword names), `_trace_cached`'s `dynamic` and `names`."""
+    flags, names = scalar_arguments(func, lowering.parameters)
     return ((False,) * len(flags), frozenset()) if lowering.static_scalars else (flags, names)
 
 

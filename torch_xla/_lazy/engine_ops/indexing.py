@@ -1,5 +1,8 @@
 """index and index_put with indices PyTorch lets live on the CPU, and boolean masks made
-into indices; out-of-range indices checked at the step's program (`value_checks`)."""
+into indices; out-of-range indices checked at the step's program (`value_checks`). select's
+index is a program parameter (its range checked here, at the op), and unbind is a select
+per output: one program reads any row of a tensor alone (a loop over its rows compiles
+once, not once per row)."""
 import torch
 
 from .. import value_checks
@@ -56,3 +59,24 @@ def _index_put(func, x, indices, values, accumulate=False):
     out = trace(func, REGISTRY[func], (x, indices, values, accumulate), {})
     value_checks.check_index(func, x, indices, out)
     return out
+
+
+@engine_op(aten.select_copy.int, aten.select.int, with_op=True)
+def _select(func, x, dim, index):
+    """(The index is a program parameter, `Lowering.parameters`: the meta kernel, run once per
+    signature, does not see each value, so its range is checked here, with PyTorch's error.)"""
+    rank = x.dim()
+    if type(index) is int and -rank <= dim < rank and not -x.shape[dim] <= index < x.shape[dim]:
+        func(torch.empty(x.shape, dtype=x.dtype, device="meta"), dim, index)  # raises IndexError
+    return trace(func, REGISTRY[func], (x, dim, index), {})
+
+
+@engine_op(aten.unbind_copy.int, aten.unbind.int, with_op=True)
+def _unbind(func, x, dim=0):
+    """Each output a select of its own (one node of several outputs would make reading output
+    k alone a program of its own per k)."""
+    rank = x.dim()
+    if not -rank <= dim < rank:
+        return trace(func, REGISTRY[func], (x, dim), {})  # PyTorch's error, from its meta kernel
+    select = aten.select_copy.int
+    return [trace(select, REGISTRY[select], (x, dim, i), {}) for i in range(x.shape[dim])]

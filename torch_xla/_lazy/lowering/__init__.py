@@ -21,12 +21,16 @@ REGISTRY = {}
 
 
 class Lowering:
-    __slots__ = ("name", "fn", "static_scalars", "rng", "dynamic_shape", "collective")
+    __slots__ = ("name", "fn", "static_scalars", "rng", "dynamic_shape", "collective", "parameters")
 
-    def __init__(self, name, fn, static_scalars, rng, dynamic_shape, collective=False):
+    def __init__(self, name, fn, static_scalars, rng, dynamic_shape, collective=False,
+                 parameters=()):
         self.name = name
         self.fn = fn
         self.static_scalars = static_scalars  # Scalar arguments are constants, not parameters
+        # names of int arguments that are program parameters on the lazy path (an index a
+        # loop changes each step: one program for every value; the engine checks the range)
+        self.parameters = parameters
         self.rng = rng                        # fn takes `key=`, a jax PRNG key
         self.dynamic_shape = dynamic_shape    # output shape depends on values: run eagerly
         self.collective = collective          # runs over the replicas' mesh axis (SPMD program)
@@ -56,13 +60,14 @@ def overload_named(name):
     return getattr(getattr(aten, packet), overload or "default")
 
 
-def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False):
+def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False, parameters=()):
     """Registers the decorated function as the lowering of `ops` (overloads or packets;
     a packet stands for its functional overloads)."""
     def register(fn):
         for op in ops:
             for overload in overloads(op):
-                REGISTRY[overload] = Lowering(str(overload), fn, static_scalars, rng, dynamic_shape)
+                REGISTRY[overload] = Lowering(str(overload), fn, static_scalars, rng, dynamic_shape,
+                                              parameters=tuple(parameters))
         return fn
     return register
 

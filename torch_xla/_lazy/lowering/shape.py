@@ -66,11 +66,12 @@ def squeeze(x, dim=None):
     return jnp.squeeze(x, dims) if dims else x
 
 
-@lower(aten.select_copy.int, aten.select.int)
+@lower(aten.select_copy.int, aten.select.int, parameters=("index",))
 def select(x, dim, index):
-    """One dynamic slice at the (dynamic) index, made non-negative: PyTorch's meta kernel
-    has refused an index out of range; no gather, no call (a stack's backward selects
-    each of its inputs' gradients: a scanned model's depth of them)."""
+    """One dynamic slice at the index (a program parameter on the lazy path: reading each
+    row of a tensor, or row `i` of step `i`, is one program), made non-negative: the engine
+    has refused an index out of range (`engine_ops.indexing`); no gather, no call (a stack's
+    backward selects each of its inputs' gradients: a scanned model's depth of them)."""
     n = x.shape[dim]
     if not n:
         return jnp.take(x, index, axis=dim)
