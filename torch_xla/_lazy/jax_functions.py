@@ -13,7 +13,10 @@ each step still compile once.
 gradients, the forward node computes `jax.vjp` of the function and returns its residuals
 (the pullback's leaves) beside the outputs, and the backward is one more node that applies
 the pullback to the outputs' cotangents: no recomputation, and the backward is fused into
-the backward's program like any op.
+the backward's program like any op. A residual that is one of the inputs (a matmul's
+operands, a scan's `xs`) is not an output (XLA would copy it): the input tensor itself
+is saved. Residuals are saved with `ctx.save_for_backward`, so `saved_tensors_hooks`
+(offloading them to the host) see them and PyTorch frees them after the backward.
 """
 import jax
 import numpy as np
@@ -115,7 +118,9 @@ class Vjp:
         self.float_out = tuple(i for i, (_, d) in enumerate(callee.avals) if differentiable(d))
         self.out_avals = callee.avals
         self.treedef = None
-        fn = callee.fn
+        # per residual, the input tensor it is (its position), or None: an output of forward
+        self.forwarded = ()
+        fn, n_tensors = callee.fn, len(callee.in_avals)
 
         def forward(*xs):
             def of_wrt(*ws):
@@ -125,11 +130,15 @@ class Vjp:
                 return tuple(fn(*full))
             outs, pullback = jax.vjp(of_wrt, *[xs[i] for i in wrt])
             leaves, self.treedef = jax.tree.flatten(pullback)
-            return (*outs, *leaves)
+            self.forwarded = tuple(next((j for j in range(n_tensors) if leaf is xs[j]), None)
+                                   for leaf in leaves)
+            return (*outs, *[leaf for leaf, j in zip(leaves, self.forwarded) if j is None])
 
         self.forward = Callee(forward, callee.in_avals, callee.scalar_types,
                               f"{callee.name}.forward")
-        n_res = len(self.forward.avals) - self.n_out
+        made = iter(self.forward.avals[self.n_out:])
+        residual_avals = [next(made) if j is None else callee.in_avals[j] for j in self.forwarded]
+        n_res = len(residual_avals)
 
         def backward(*xs):
             residuals, given = xs[:n_res], iter(xs[n_res:])
@@ -137,34 +146,40 @@ class Vjp:
                         np.zeros(s, jax.dtypes.float0) for i, (s, _) in enumerate(self.out_avals))
             return jax.tree.unflatten(self.treedef, residuals)(cts)
 
-        residual_avals = self.forward.avals[self.n_out:]
         ct_avals = [self.out_avals[i] for i in self.float_out]
         self.backward = Callee(backward, (*residual_avals, *ct_avals), (),
                                f"{callee.name}.backward")
         self._cache = {"forward": self.forward, "backward": self.backward}
+
+    def residuals(self, tensors, outs):
+        """The pullback's leaves, as `backward` takes them, of a forward call on `tensors`
+        that returned `outs`: each an input tensor or one of the outputs after the first
+        `n_out`."""
+        made = iter(outs[self.n_out:])
+        return [next(made) if j is None else tensors[j] for j in self.forwarded]
 
 
 class _Differentiated(torch.autograd.Function):
     @staticmethod
     def forward(ctx, vjp, scalars, *tensors):
         outs = call(vjp.forward, tensors, scalars)
-        ctx.vjp, ctx.residuals = vjp, outs[vjp.n_out:]
+        ctx.vjp = vjp
+        ctx.save_for_backward(*vjp.residuals(tensors, outs))
         ctx.mark_non_differentiable(*[o for i, o in enumerate(outs[:vjp.n_out])
                                       if i not in vjp.float_out])
         return tuple(outs[:vjp.n_out])
 
     @staticmethod
     def backward(ctx, *cts):
-        vjp = ctx.vjp
+        vjp, residuals = ctx.vjp, ctx.saved_tensors
         given = [cts[i] if cts[i] is not None else torch.zeros(
-            vjp.out_avals[i][0], dtype=vjp.out_avals[i][1], device=ctx.residuals[0].device
-            if ctx.residuals else "xla") for i in vjp.float_out]
-        grads = call(vjp.backward, [*ctx.residuals, *given])
+            vjp.out_avals[i][0], dtype=vjp.out_avals[i][1], device=residuals[0].device
+            if residuals else "xla") for i in vjp.float_out]
+        grads = call(vjp.backward, [*residuals, *given])
         n_inputs = len(ctx.needs_input_grad) - 2
         out = [None] * n_inputs
         for i, g in zip(vjp.wrt, grads):
             out[i] = g
-        ctx.residuals = None
         return (None, None, *out)
 
 

@@ -145,10 +145,10 @@ def partitioned(body, init, x):
     vjp = jax_functions.Vjp(body.callee, wrt)
 
     def forward(carry, x):
-        outs = jax_functions.call(vjp.forward, [*_tensors(carry)[0], *_tensors(x)[0],
-                                                *body.current_captures()], body.scalars)
+        tensors = [*_tensors(carry)[0], *_tensors(x)[0], *body.current_captures()]
+        outs = jax_functions.call(vjp.forward, tensors, body.scalars)
         carry_y = traced.outputs(body, outs[:vjp.n_out])
-        return carry_y[0], (carry_y[1], tuple(outs[vjp.n_out:]))
+        return carry_y[0], (carry_y[1], tuple(vjp.residuals(tensors, outs)))
 
     def alias_input(residuals, x):
         return tuple(residuals)
