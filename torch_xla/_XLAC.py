@@ -8,6 +8,7 @@ import jax
 import torch
 
 from torch_xla._lazy import device_info as _device_info
+from torch_xla._lazy import device as _device
 from torch_xla._lazy import donation as _donation
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
@@ -220,29 +221,13 @@ def _set_allow_execution(allow: bool) -> None:
     _execution.allow_execution[0] = bool(allow)
 
 
-def _hlo_shape(shape, dtype) -> str:
-    """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]`."""
-    name = str(dtype).removeprefix("torch.")
-    if dtype == torch.bool:
-        kind = "pred"
-    elif dtype == torch.bfloat16:
-        kind = "bf16"
-    elif name.startswith("float8"):
-        kind = "f8" + name.removeprefix("float8_")
-    else:
-        bits = dtype.itemsize * 8
-        kind = ("c" if dtype.is_complex else "f" if dtype.is_floating_point else
-                "s" if dtype.is_signed else "u") + str(bits)
-    return f"{kind}[{','.join(str(d) for d in shape)}]"
-
-
 def _ir_text(node) -> str:
     """A pending node as the debug info shows it: torch_xla's op name (`aten::add`), then the
     node as the engine prints it; `None` for a computed value."""
     if node is None:
         return "None"
-    namespace, _, rest = node.op.name.partition(".")
-    return f"{namespace}::{rest.split('.')[0]} {_ir.format_node(node)}" if rest else _ir.format_node(node)
+    name = _graph_dump.ir_op_name(node.op.name)
+    return f"{name} {_ir.format_node(node)}" if name != node.op.name else _ir.format_node(node)
 
 
 def _get_xla_tensor_debug_info(t) -> str:
@@ -253,7 +238,7 @@ def _get_xla_tensor_debug_info(t) -> str:
     v = _tensor.unwrap(t)._value
     spec = _sharding.spec_text(t)
     lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: xla:{v.device}",
-             f"XLA Shape: {_hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
+             f"XLA Shape: {_graph_dump.hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
              f"IR: {_ir_text(v.node)}"]
     if v.data is None:
         lines.append("XLAData: None")
@@ -261,7 +246,7 @@ def _get_xla_tensor_debug_info(t) -> str:
         sharded = len(v.data.devices()) > 1
         where = "SPMD:0" if sharded else _device_info.real_name(next(iter(v.data.devices())))
         lines += ["XLAShardedData" if sharded else "XLAData: ", f"  Data Device: {where}",
-                  f"  Data Shape: {_hlo_shape(v.shape, v.dtype)}",
+                  f"  Data Shape: {_graph_dump.hlo_shape(v.shape, v.dtype)}",
                   f"  OpSharding: {spec or '{replicated}'}" if sharded else
                   f"  Data Handle: {v.data.unsafe_buffer_pointer()}"]
     lines += ["Tensor on host: None", "}"]
@@ -358,9 +343,16 @@ def _unsafe_buffer_pointer(t) -> int:
 
 
 def _get_tensors_handle(tensors) -> list:
-    """Per tensor, a number naming its device buffer (its address); RuntimeError for a
-    buffer deleted by donation."""
-    return [_device_buffer(t).unsafe_buffer_pointer() for t in tensors]
+    """Per tensor, a number naming its device buffer (its address; a placeholder's own
+    number); RuntimeError for a buffer deleted by donation."""
+    return [_tensor_handle(t) for t in tensors]
+
+
+def _tensor_handle(t) -> int:
+    data = _tensor.unwrap(t)._value.data
+    if data is not None and _device.placeholder_buffers.get(id(data)) is data:
+        return id(data)
+    return _device_buffer(t).unsafe_buffer_pointer()
 
 
 _client = []  # the first start's outcome: None, or the error it raised
@@ -418,4 +410,4 @@ def _sync_point_reached(step: int) -> bool:
 
 def _get_xla_tensor_shape_type(t) -> str:
     """The element type of `t` as XLA names it ('f16', 's64', 'pred')."""
-    return _hlo_shape((), t.dtype).removesuffix("[]")
+    return _graph_dump.hlo_shape((), t.dtype).removesuffix("[]")
