@@ -9,6 +9,7 @@ import torch
 
 from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import donation as _donation
+from torch_xla._lazy import dynamic_shape_detector as _detector
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy import ir as _ir
@@ -220,29 +221,13 @@ def _set_allow_execution(allow: bool) -> None:
     _execution.allow_execution[0] = bool(allow)
 
 
-def _hlo_shape(shape, dtype) -> str:
-    """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]`."""
-    name = str(dtype).removeprefix("torch.")
-    if dtype == torch.bool:
-        kind = "pred"
-    elif dtype == torch.bfloat16:
-        kind = "bf16"
-    elif name.startswith("float8"):
-        kind = "f8" + name.removeprefix("float8_")
-    else:
-        bits = dtype.itemsize * 8
-        kind = ("c" if dtype.is_complex else "f" if dtype.is_floating_point else
-                "s" if dtype.is_signed else "u") + str(bits)
-    return f"{kind}[{','.join(str(d) for d in shape)}]"
-
-
 def _ir_text(node) -> str:
     """A pending node as the debug info shows it: torch_xla's op name (`aten::add`), then the
     node as the engine prints it; `None` for a computed value."""
     if node is None:
         return "None"
-    namespace, _, rest = node.op.name.partition(".")
-    return f"{namespace}::{rest.split('.')[0]} {_ir.format_node(node)}" if rest else _ir.format_node(node)
+    kind = _ir.op_kind(node)
+    return f"{kind} {_ir.format_node(node)}" if kind != node.op.name else _ir.format_node(node)
 
 
 def _get_xla_tensor_debug_info(t) -> str:
@@ -253,7 +238,7 @@ def _get_xla_tensor_debug_info(t) -> str:
     v = _tensor.unwrap(t)._value
     spec = _sharding.spec_text(t)
     lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: xla:{v.device}",
-             f"XLA Shape: {_hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
+             f"XLA Shape: {_ir.hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
              f"IR: {_ir_text(v.node)}"]
     if v.data is None:
         lines.append("XLAData: None")
@@ -261,7 +246,7 @@ def _get_xla_tensor_debug_info(t) -> str:
         sharded = len(v.data.devices()) > 1
         where = "SPMD:0" if sharded else _device_info.real_name(next(iter(v.data.devices())))
         lines += ["XLAShardedData" if sharded else "XLAData: ", f"  Data Device: {where}",
-                  f"  Data Shape: {_hlo_shape(v.shape, v.dtype)}",
+                  f"  Data Shape: {_ir.hlo_shape(v.shape, v.dtype)}",
                   f"  OpSharding: {spec or '{replicated}'}" if sharded else
                   f"  Data Handle: {v.data.unsafe_buffer_pointer()}"]
     lines += ["Tensor on host: None", "}"]
@@ -418,4 +403,13 @@ def _sync_point_reached(step: int) -> bool:
 
 def _get_xla_tensor_shape_type(t) -> str:
     """The element type of `t` as XLA names it ('f16', 's64', 'pred')."""
-    return _hlo_shape((), t.dtype).removesuffix("[]")
+    return _ir.hlo_shape((), t.dtype).removesuffix("[]")
+
+
+# The dynamic shape detector (what torch_xla.compile(max_different_graphs=N) uses), by
+# torch_xla's names.
+_dynamic_shape_detector_start_session = _detector.start_session
+_dynamic_shape_detector_end_session = _detector.end_session
+_dynamic_shape_detector_remove_session = _detector.remove_session
+_dynamic_shape_detector_set_max_different_graphs = _detector.set_max_different_graphs
+_dynamic_shape_detector_get_max_different_graphs = _detector.max_different_graphs

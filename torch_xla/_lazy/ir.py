@@ -20,6 +20,8 @@ passed.
 """
 import itertools
 
+import torch
+
 from .compile_explanation import format_avals
 
 
@@ -66,6 +68,9 @@ class Sc:
 
 
 NO_CHECKS = frozenset()
+# Called with each node as it is made, when set (the dynamic shape detector's open session:
+# `dynamic_shape_detector`).
+node_observer = None
 _types = {}                 # node key -> its number
 _numbers = itertools.count()
 _signatures = {}            # (shape, dtype, device) -> its number: a value's `key`
@@ -123,6 +128,8 @@ class Node:
                 checks = c if not checks or checks <= c else checks if c <= checks else checks | c
         self.hash = h
         self.checks = checks
+        if node_observer is not None:
+            node_observer(self)
 
     @staticmethod
     def key_of(op, template, avals):
@@ -250,3 +257,30 @@ def format_node(node: Node) -> str:
     args, kwargs = node.template
     parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs]
     return f"{node.op.name}({', '.join(parts)}) -> ({format_avals(node.avals)})"
+
+
+def op_kind(node: Node) -> str:
+    """The op's name as torch_xla writes IR nodes' kinds: `aten::add` for `aten.add.Tensor`;
+    a name without a namespace as it is."""
+    namespace, _, rest = node.op.name.partition(".")
+    return f"{namespace}::{rest.split('.')[0]}" if rest else node.op.name
+
+
+def hlo_shape(shape, dtype, layout: bool = False) -> str:
+    """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]`; with `layout`,
+    the row-major layout after it as XLA prints one (`f32[4,2]{1,0}`)."""
+    name = str(dtype).removeprefix("torch.")
+    if dtype == torch.bool:
+        kind = "pred"
+    elif dtype == torch.bfloat16:
+        kind = "bf16"
+    elif name.startswith("float8"):
+        kind = "f8" + name.removeprefix("float8_")
+    else:
+        bits = dtype.itemsize * 8
+        kind = ("c" if dtype.is_complex else "f" if dtype.is_floating_point else
+                "s" if dtype.is_signed else "u") + str(bits)
+    text = f"{kind}[{','.join(str(d) for d in shape)}]"
+    if layout and shape:
+        text += "{" + ",".join(str(d) for d in range(len(shape) - 1, -1, -1)) + "}"
+    return text
