@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import pjrt
-from . import aten, lower
+from . import aten, lower, lower_on_demand
 from ._types import cast, result_type
 
 
@@ -216,3 +216,20 @@ def resize(x, size, memory_format=None):
     n = math.prod(size)
     flat = x.reshape(-1)[:n]
     return jnp.pad(flat, (0, n - flat.shape[0])).reshape(tuple(size))
+
+
+@lower_on_demand("xla::dynamic_expand")
+def dynamic_expand(x, size, src, src_dim, target_dim):
+    """`expand` whose dim `target_dim` takes the size of `src`'s dim `src_dim` (symbolic in an
+    export with dynamic dimensions; `torch_xla.experimental.xla_dynamic_reshape_ops`)."""
+    size = list(size)
+    size[target_dim] = src.shape[src_dim]
+    return expand(x, size)
+
+
+@lower_on_demand("xla::dynamic_view")
+def dynamic_view(x, size, src, src_dim, target_dim, mul_scaler):
+    """`view` whose dim `target_dim` is `src`'s dim `src_dim` times `mul_scaler`."""
+    size = list(size)
+    size[target_dim] = src.shape[src_dim] * int(mul_scaler)
+    return view(x, size)
