@@ -24,6 +24,7 @@ from torch_xla._lazy import pjrt as _pjrt
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla._lazy.spmd import op_sharding as _op_sharding
 from torch_xla._lazy import tensor as _tensor
+from torch_xla._lazy import unbounded_dims as _unbounded_dims
 from torch_xla._xlac_cached_graphs import (  # noqa: F401  (their _XLAC names)
     _get_base_seed_as_tensor, _get_seed_info_id, _get_tensors_xla_device_data_node,
     _run_cached_graph, _xla_get_rng_seed, _xla_get_tensor_id, _xla_warm_up_cache)
@@ -413,3 +414,6 @@ _dynamic_shape_detector_end_session = _detector.end_session
 _dynamic_shape_detector_remove_session = _detector.remove_session
 _dynamic_shape_detector_set_max_different_graphs = _detector.set_max_different_graphs
 _dynamic_shape_detector_get_max_different_graphs = _detector.max_different_graphs
+
+# torch_xla's unbounded dynamism: a dim of a tensor symbolic (`?`) in the StableHLO text
+_xla_mark_dynamic = _unbounded_dims.mark

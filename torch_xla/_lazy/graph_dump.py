@@ -12,7 +12,7 @@ import os
 import torch
 from jax._src.lib import hlo as _hlo
 
-from . import graph_program, pjrt, runner
+from . import graph_program, pjrt, runner, unbounded_dims
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
 from .ir import fill_template, format_node
@@ -93,10 +93,23 @@ def lowered(tensors):
 def program_text(tensors, dialect: str = "stablehlo") -> str:
     """The program's text: `dialect` 'stablehlo' (MLIR) or 'hlo' (XLA HLO). Empty if nothing
     is pending."""
+    if dialect != "hlo":
+        w = _walk(tensors)
+        symbolic = None if w is None else _symbolic_args(w)
+        if symbolic is not None:
+            return runner.export(w.program.run_packed, symbolic).mlir_module()
     low = lowered(tensors)
     if low is None:
         return ""
     return hlo_text(low) if dialect == "hlo" else low.as_text(dialect=dialect)
+
+
+def _symbolic_args(w):
+    """The program's arguments with the dims marked unbounded symbolic, or None (no marks;
+    under SPMD marks are not read)."""
+    if pjrt.is_spmd():
+        return None
+    return unbounded_dims.symbolic_args(w.leaves, w.call_args)
 
 
 def hlo_text(low) -> str:
@@ -115,7 +128,7 @@ def program_bytecode(tensors) -> bytes:
     w = _walk(tensors)
     if w is None:
         return b""
-    exported = runner.export(w.program.run_packed, w.call_args)
+    exported = runner.export(w.program.run_packed, _symbolic_args(w) or w.call_args)
     return bytes(exported.mlir_module_serialized)
 
 
