@@ -5,6 +5,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import core  # min_dim/max_dim of symbolic sizes
 
 from .. import pjrt
 from . import aten, lower, lower_on_demand
@@ -82,10 +83,21 @@ def select(x, dim, index):
 @lower(aten.slice_copy.Tensor, aten.slice.Tensor)
 def slice_(x, dim=0, start=None, end=None, step=1):
     n = x.shape[dim]
+    if not isinstance(n, int):  # a symbolic size (an export's dynamic dimension)
+        return jax.lax.slice_in_dim(x, _bound(start, n, 0), _bound(end, n, n), step, dim % x.ndim)
     start, end, _ = slice(start, end, step).indices(n)
     idx = [slice(None)] * x.ndim
     idx[dim] = slice(start, max(start, end), step)
     return x[tuple(idx)]
+
+
+def _bound(i, n, default):
+    """A slice bound `i` (int or None) clamped to [0, n] for a symbolic size `n`."""
+    if i is None:
+        return default
+    if i < 0:
+        return core.max_dim(n + i, 0)
+    return core.min_dim(n, i)
 
 
 @lower(aten.cat.default)
