@@ -2,6 +2,7 @@
 function's graphs recorded op by op into a trie, the one too many refused at the op that makes
 it, with the IR node met and those expected there."""
 import re
+import threading
 
 import pytest
 import torch
@@ -59,3 +60,17 @@ def test_a_session_ends_with_its_function_and_the_limit_is_torch_xlas(dev):
         del f
     _XLAC._dynamic_shape_detector_set_max_different_graphs(3)
     assert _XLAC._dynamic_shape_detector_get_max_different_graphs() == 3
+
+
+def test_sessions_nest_and_another_threads_nodes_are_not_the_calls(dev):
+    x = torch.ones(4, device=dev)
+    inner = torch_xla.compile(lambda y: y * 2, max_different_graphs=1)
+
+    def outer(y, n):
+        thread = threading.Thread(target=lambda: torch.ones(n, device=dev) - 1)
+        thread.start()  # a graph of another shape in each call, on another thread
+        thread.join()
+        return inner(y) + 1
+    for n in (3, 5):  # the same graphs again: no new one, for the inner or the outer
+        torch_xla.compile(outer, max_different_graphs=1)(x, n)
+    assert not detector.session_active()

@@ -14,11 +14,13 @@ A session lives as long as the function it is named after (`torch_xla.compile` d
 when the function is gone); the limit is one for the whole process, as in torch_xla
 (`_XLAC._dynamic_shape_detector_set_max_different_graphs`).
 """
+import threading
+
 from . import ir
 
 _limit = [1]          # graphs allowed per session
 _sessions = {}        # name -> _Session
-_active = [None]      # (session, cursor) being recorded, or None
+_active = []          # the open sessions' cursors, innermost last (compiled functions nest)
 
 
 def node_text(node) -> str:
@@ -61,11 +63,14 @@ class _Session:
 
 
 class _Cursor:
-    """Where the call being traced is in its session's trie: `matched` IR nodes of `node`'s run."""
-    __slots__ = ("session", "node", "matched")
+    """Where the call being traced is in its session's trie: `matched` IR nodes of `node`'s
+    run. Only the nodes the opening thread makes are the call's (other threads, such as
+    DataParallel's replicas, trace graphs of their own meanwhile)."""
+    __slots__ = ("session", "node", "matched", "thread")
 
     def __init__(self, session):
         self.session, self.node, self.matched = session, session.root, 0
+        self.thread = threading.get_ident()
 
     def add(self, entry) -> None:
         node, matched = self.node, self.matched
@@ -114,7 +119,9 @@ class _Cursor:
 
 
 def _observe(node) -> None:
-    cursor = _active[0]
+    cursor = _active[-1]
+    if cursor.thread != threading.get_ident():
+        return
     try:
         cursor.add((node.hash, node_text(node)))
     except RuntimeError:
@@ -135,17 +142,18 @@ def start_session(name: str) -> None:
     session = _sessions.get(name)
     if session is None:
         session = _sessions[name] = _Session(name)
-    _active[0] = _Cursor(session)
+    _active.append(_Cursor(session))
     ir.node_observer = _observe
 
 
 def end_session() -> None:
-    """Stops recording: the call's graph ends here (raises if it is one too many)."""
-    cursor = _active[0]
-    if cursor is None:
+    """Stops recording into the innermost open session (an outer one records again): the
+    call's graph ends here (raises if it is one too many)."""
+    if not _active:
         raise RuntimeError("no dynamic shape detector session is active")
-    _active[0] = None
-    ir.node_observer = None
+    cursor = _active.pop()
+    if not _active:
+        ir.node_observer = None
     cursor.end()
 
 
@@ -154,4 +162,4 @@ def remove_session(name: str) -> None:
 
 
 def session_active() -> bool:
-    return _active[0] is not None
+    return bool(_active)
