@@ -113,17 +113,27 @@ def decompose_dynamic_native_group_norm(gm: GraphModule):
 
 # ---- ops with a symbolic input as slices, views and expands --------------------------------
 
+def _static_dim_of_symbolic(src, dim, what):
+    """`dim` of `src` made non-negative if `src` has a symbolic dim (None if it has none);
+    `what` along that symbolic dim itself is refused."""
+    symbolic = _symbolic_dims(src)
+    if not symbolic:
+        return None
+    dim %= src.meta["val"].dim()
+    if dim in symbolic:
+        raise NotImplementedError(f"{what} along a symbolic dimension")
+    return dim
+
+
 def decompose_dynamic_shape_select(gm: GraphModule):
     """`select.int` of a tensor with a symbolic dim (not the one selected) as a slice of
     length one and a view without that dim."""
     graph = gm.graph
     for n in _calls(gm, aten.select.int):
         src, dim, index = n.args[:3]
-        if not _symbolic_dims(src):
+        dim = _static_dim_of_symbolic(src, dim, "select")
+        if dim is None:
             continue
-        dim %= src.meta["val"].dim()
-        if dim in _symbolic_dims(src):
-            raise NotImplementedError("select along a symbolic dimension")
         with graph.inserting_before(n):
             index %= src.meta["val"].shape[dim]
             sliced = call_function(graph, aten.slice.Tensor, (src, dim, index, index + 1, 1))
@@ -138,12 +148,10 @@ def decompose_split_with_sizes(gm: GraphModule):
     graph = gm.graph
     for n in _calls(gm, aten.split_with_sizes.default):
         src, sizes = n.args[:2]
-        dim = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)
-        if not _symbolic_dims(src):
+        dim = _static_dim_of_symbolic(src, n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0),
+                                      "split_with_sizes")
+        if dim is None:
             continue
-        dim %= src.meta["val"].dim()
-        if dim in _symbolic_dims(src):
-            raise NotImplementedError("split_with_sizes along a symbolic dimension")
         with graph.inserting_before(n):
             starts = [sum(sizes[:i]) for i in range(len(sizes))]
             pieces = [call_function(graph, aten.slice.Tensor, (src, dim, s, s + size))
@@ -207,16 +215,24 @@ def _size_source(size):
     return size.args[0], size.args[1], factor
 
 
-def replace_dynamic_expand_with_xla_op(gm: GraphModule):
-    """`expand` to a symbolic size read from another tensor as `xla.dynamic_expand`."""
-    for n in _calls(gm, aten.expand.default):
+def _to_one_symbolic_size(gm, ops, what):
+    """(node, target dim, source tensor node, source dim, factor) for each call of `ops` whose
+    size list (argument 1) holds one symbolic size, read from a tensor's size."""
+    for n in _calls(gm, *ops):
         symbolic = [(d, s) for d, s in enumerate(n.args[1]) if not isinstance(s, int)]
         if not symbolic:
             continue
         if len(symbolic) > 1:
-            raise NotImplementedError("expand to several symbolic sizes")
+            raise NotImplementedError(f"{what} to several symbolic sizes")
         (target_dim, size), = symbolic
-        src, src_dim, _ = _size_source(size)
+        yield (n, target_dim, *_size_source(size))
+
+
+def replace_dynamic_expand_with_xla_op(gm: GraphModule):
+    """`expand` to a symbolic size read from another tensor as `xla.dynamic_expand`."""
+    for n, target_dim, src, src_dim, factor in _to_one_symbolic_size(gm, (aten.expand.default,), "expand"):
+        if factor != 1:
+            raise NotImplementedError("expand to a multiple of a symbolic size")
         n.target = torch.ops.xla.dynamic_expand.default
         n.args = (n.args[0], list(n.args[1]), src, src_dim, target_dim)
 
@@ -227,14 +243,7 @@ _VIEWS = (aten.view.default, aten.reshape.default, aten._unsafe_view.default)
 def replace_dynamic_view_with_xla_op(gm: GraphModule):
     """`view`/`reshape` to a symbolic size (a tensor's size, or it times an int) as
     `xla.dynamic_view`."""
-    for n in _calls(gm, *_VIEWS):
-        symbolic = [(d, s) for d, s in enumerate(n.args[1]) if not isinstance(s, int)]
-        if not symbolic:
-            continue
-        if len(symbolic) > 1:
-            raise NotImplementedError("a view to several symbolic sizes")
-        (target_dim, size), = symbolic
-        src, src_dim, factor = _size_source(size)
+    for n, target_dim, src, src_dim, factor in _to_one_symbolic_size(gm, _VIEWS, "a view"):
         n.target = torch.ops.xla.dynamic_view.default
         n.args = (n.args[0], list(n.args[1]), src, src_dim, target_dim, float(factor))
 
