@@ -189,8 +189,7 @@ def flatten_embedding_indices_tensor(gm: GraphModule):
 
 
 def _is_no_op_slice(n) -> bool:
-    dim, start, end = (list(n.args[1:4]) + [0, None, None])[:3]
-    step = n.args[4] if len(n.args) > 4 else 1
+    start, end, step = (list(n.args[2:5]) + [None, None, 1][len(n.args[2:5]):])
     return start in (0, None) and end in (None, _INT64_MAX) and step == 1
 
 
