@@ -83,8 +83,10 @@ def _ref_name(ref, w):
 def lowered(tensors):
     """jax's `Lowered` for the program `mark_step` would run for `tensors`, or None."""
     w = _walk(tensors)
-    if w is None:
-        return None
+    return None if w is None else _lowered(w)
+
+
+def _lowered(w):
     if pjrt.is_spmd():
         return spmd_program.lowered(w)
     return runner.lower(w.program.run_packed, w.call_args)
@@ -92,16 +94,16 @@ def lowered(tensors):
 
 def program_text(tensors, dialect: str = "stablehlo") -> str:
     """The program's text: `dialect` 'stablehlo' (MLIR) or 'hlo' (XLA HLO). Empty if nothing
-    is pending."""
-    if dialect != "hlo":
-        w = _walk(tensors)
-        symbolic = None if w is None else _symbolic_args(w)
-        if symbolic is not None:
-            return runner.export(w.program.run_packed, symbolic).mlir_module()
-    low = lowered(tensors)
-    if low is None:
+    is pending. Dims marked unbounded (`unbounded_dims`) are symbolic in the StableHLO."""
+    w = _walk(tensors)
+    if w is None:
         return ""
-    return hlo_text(low) if dialect == "hlo" else low.as_text(dialect=dialect)
+    if dialect == "hlo":
+        return hlo_text(_lowered(w))
+    symbolic = _symbolic_args(w)
+    if symbolic is not None:
+        return runner.export(w.program.run_packed, symbolic).mlir_module()
+    return _lowered(w).as_text(dialect=dialect)
 
 
 def _symbolic_args(w):
