@@ -82,3 +82,32 @@ def test_donation_gives_the_first_arguments_buffers_to_the_program(donate):
     out, = runner.execute(program, (x,), x + 1)
     assert np.asarray(out).tolist() == [3.0] * 4
     assert x.is_deleted() is donate
+
+
+@pytest.mark.skipif(runner.max_maps is None, reason="the process's memory maps are Linux's /proc")
+def test_the_cache_keeps_the_process_within_its_memory_maps(monkeypatch):
+    """Each compiled program holds memory maps of its own (XLA's CPU kernels); the cache
+    evicts the least recently used half once the process holds over half the maps Linux
+    allows it, and the evicted programs' maps are freed."""
+    monkeypatch.setattr(runner, "_cache", runner.LRUCache("Program", "XLA_TEST_CACHE_SIZE", 100))
+    monkeypatch.setattr(runner, "MAPS_CHECK_EVERY", 8)
+    monkeypatch.setattr(runner, "_compiled_since_check", 0)
+    placement = runner.on_device(0)
+
+    def program(n):
+        return lambda x: (jnp.tanh(x @ x.T) * n).sum(0) + jnp.cumsum(x, 0)[0]
+    args = (np.ones((4, 4), np.float32),)
+    runner.compile(program(-1), args, placement)  # jax's own first-compile maps, uncached
+    before = runner._memory_maps()
+    monkeypatch.setattr(runner, "max_maps", 2 * (before + 30))
+    met.clear_all()
+    for n in range(7):
+        runner.compile(program(n), args, placement, key=("maps", n))
+    grown = runner._memory_maps()
+    assert grown > before + 30, "each program maps its kernels"  # the premise of the bound
+    assert runner.cache_size() == 7 and met.counter_value("ProgramCacheEvictions") is None
+    runner.compile(program(7), args, placement, key=("maps", 7))  # the 8th: the maps counted
+    assert runner.cache_size() == 4 and met.counter_value("ProgramCacheEvictions") == 4
+    assert runner._memory_maps() < grown
+    assert runner.lookup(("maps", 0), placement) is None
+    assert runner.lookup(("maps", 7), placement) is not None

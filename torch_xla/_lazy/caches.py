@@ -54,6 +54,12 @@ class LRUCache:
             self.entries.popitem(last=False)
             counters.count(self.counter)
 
+    def evict_oldest(self, n: int) -> None:
+        """Evicts the `n` least recently used entries (all, if it holds fewer)."""
+        for _ in range(min(n, len(self.entries))):
+            self.entries.popitem(last=False)
+            counters.count(self.counter)
+
     def values(self):
         """The entries' values, least recently used first."""
         return list(self.entries.values())

@@ -25,7 +25,8 @@ replica under `jax.shard_map`, each replica's arguments one block of global arra
 
 The runner owns what every program shares:
 - one cache, bounded by XLA_COMPILATION_CACHE_SIZE (default 2048 programs, least recently
-  used evicted first, counted as `ProgramCacheEvictions`); a key is hashed once;
+  used evicted first, counted as `ProgramCacheEvictions`) and by the process's memory maps
+  (below); a key is hashed once;
 - the metrics: `UncachedCompile` and `CompileTime` per compilation (`LoweringTime`: the
   part of it that traces and lowers to StableHLO, before XLA's compile), `CachedCompile`
   per program found again, `ExecuteTime` per launch;
@@ -46,6 +47,40 @@ from . import compile_explanation, counters, pjrt
 from .caches import LRUCache
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
+
+
+def _max_map_count():
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):  # not Linux: no such bound to keep
+        return None
+
+
+# XLA's CPU backend maps each kernel of a compiled program into memory on its own (code,
+# constants, data: three maps), and Linux caps a process's maps (vm.max_map_count, 65530 by
+# default): 2048 programs of a few dozen kernels each reach it, and the next compilation
+# fails ("LLVM compilation error: Cannot allocate memory", then a crash). So every
+# MAPS_CHECK_EVERY compilations the runner counts the process's maps, and above half the cap
+# evicts the least recently used half of the cache (counted as `ProgramCacheEvictions`).
+MAPS_CHECK_EVERY = 64
+max_maps = _max_map_count()
+_compiled_since_check = 0
+
+
+def _memory_maps() -> int:
+    with open("/proc/self/maps", "rb") as f:
+        return sum(1 for _ in f)
+
+
+def _keep_within_memory_maps() -> None:
+    global _compiled_since_check
+    _compiled_since_check += 1
+    if max_maps is None or _compiled_since_check < MAPS_CHECK_EVERY:
+        return
+    _compiled_since_check = 0
+    if _memory_maps() > max_maps // 2:
+        _cache.evict_oldest(len(_cache) // 2)
 
 
 class Executable:
@@ -192,6 +227,7 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     if key is not None:
         executable.key = cache_key(key, placement)
         _cache.put(executable.key, executable)
+        _keep_within_memory_maps()
     return executable
 
 
