@@ -42,6 +42,25 @@ def test_device_type_is_fixed_once_the_runtime_started(monkeypatch):
         xr.set_device_type("TPU")
 
 
+def test_device_type_defaults_to_the_cpu_unless_the_default_is_turned_off():
+    """As torch_xla's: an unset PJRT_DEVICE means the CPU; with PJRT_SELECT_DEFAULT_DEVICE=0
+    no device is selected (None), and a runtime that has to start says what to set."""
+    proc = python("-c", textwrap.dedent("""
+        import os
+        import torch_xla.runtime as xr
+        os.environ.pop("PJRT_DEVICE", None)
+        print(xr.device_type())
+        os.environ["PJRT_SELECT_DEFAULT_DEVICE"] = "0"
+        print(xr.device_type())
+        import torch, torch_xla
+        try:
+            (torch.ones(1, device=torch_xla.device()) + 1).cpu()
+        except RuntimeError as e:
+            print("raised", "PJRT_DEVICE is unset" in str(e))
+    """), env={"PJRT_DEVICE": None})
+    assert proc.stdout.split() == ["CPU", "None", "raised", "True"]
+
+
 def test_spmd_auto_sharding_raises_and_leaves_spmd_off():
     with pytest.raises(NotImplementedError, match="auto-sharding"):
         xr.use_spmd(auto=True)

@@ -8,6 +8,7 @@ import jax
 import torch
 
 from torch_xla._lazy import device_info as _device_info
+from torch_xla._lazy import device as _device
 from torch_xla._lazy import donation as _donation
 from torch_xla._lazy import dynamic_shape_detector as _detector
 from torch_xla._lazy import execution as _execution
@@ -227,8 +228,8 @@ def _ir_text(node) -> str:
     node as the engine prints it; `None` for a computed value."""
     if node is None:
         return "None"
-    kind = _ir.op_kind(node)
-    return f"{kind} {_ir.format_node(node)}" if kind != node.op.name else _ir.format_node(node)
+    name = _ir.ir_op_name(node.op.name)
+    return f"{name} {_ir.format_node(node)}" if name != node.op.name else _ir.format_node(node)
 
 
 def _get_xla_tensor_debug_info(t) -> str:
@@ -344,9 +345,16 @@ def _unsafe_buffer_pointer(t) -> int:
 
 
 def _get_tensors_handle(tensors) -> list:
-    """Per tensor, a number naming its device buffer (its address); RuntimeError for a
-    buffer deleted by donation."""
-    return [_device_buffer(t).unsafe_buffer_pointer() for t in tensors]
+    """Per tensor, a number naming its device buffer (its address; a placeholder's own
+    number); RuntimeError for a buffer deleted by donation."""
+    return [_tensor_handle(t) for t in tensors]
+
+
+def _tensor_handle(t) -> int:
+    data = _tensor.unwrap(t)._value.data
+    if data is not None and _device.placeholder_buffers.get(id(data)) is data:
+        return id(data)
+    return _device_buffer(t).unsafe_buffer_pointer()
 
 
 _client = []  # the first start's outcome: None, or the error it raised

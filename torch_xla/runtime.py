@@ -6,9 +6,10 @@ from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import pjrt as _pjrt
 
 
-def device_type() -> str:
-    """'CPU', 'CUDA' or 'TPU', as PJRT_DEVICE selects."""
-    return _pjrt.device_type()
+def device_type():
+    """'CPU', 'CUDA' or 'TPU', as PJRT_DEVICE selects ('CPU' if it is unset); None if it is
+    unset and PJRT_SELECT_DEFAULT_DEVICE=0."""
+    return _pjrt.selected_device_type()
 
 
 def addressable_device_count() -> int:

@@ -79,3 +79,16 @@ def test_placeholder_traces_into_a_program_but_cannot_be_read(dev):
     assert "bf16[2,3]" in hlo and met.metric_data("TransferToDeviceTime") is None
     with pytest.raises(RuntimeError):
         p.cpu()
+    q = create_placeholder_tensor((2, 3), torch.bfloat16)
+    handles = torch_xla._XLAC._get_tensors_handle([p, q])  # placeholders are named, apart
+    assert handles[0] != handles[1]
+    donated = torch.ones(2).to(dev)  # a buffer, as an input of the next program
+    torch_xla._XLAC._xla_set_enable_alias_with_buffer_donor_config(True)
+    torch_xla._XLAC._set_buffer_donation(donated, True)
+    _ = donated + 1
+    torch_xla.sync(wait=True)
+    try:
+        with pytest.raises(RuntimeError, match="deleted"):  # a donated buffer has no handle
+            torch_xla._XLAC._get_tensors_handle([donated])
+    finally:
+        torch_xla._XLAC._xla_set_enable_alias_with_buffer_donor_config(False)

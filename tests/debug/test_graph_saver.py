@@ -11,7 +11,7 @@ from torch_xla.debug import graph_saver
 def test_files_per_format(dev, tmp_path, monkeypatch):
     t = torch.ones(3, device=dev).exp() + 1
     written = {}
-    formats = (("text", "aten.exp"), ("dot", "digraph"), ("hlo", "HloModule"))
+    formats = (("text", "aten::exp"), ("dot", "digraph"), ("hlo", "HloModule"))
     for k, (fmt, marker) in enumerate(formats):  # numbered per name, whatever the format
         monkeypatch.setenv("SAVE_GRAPH_FMT", fmt)
         for _ in range(2):

@@ -25,9 +25,15 @@ def test_ir_text_lists_the_pending_ops_without_running_them(dev):
     text = XLAC._get_xla_tensors_text([c])
     lines = text.strip().splitlines()
     assert lines[0] == "IR {" and lines[-1] == "}"
-    assert re.fullmatch(r"  %0 = aten.mm.default\((p0, p1|p1, p0)\) -> \(float32\[2, 2\]\)", lines[1])
-    assert "aten.add.Tensor(%0, $0)" in lines[2] and "aten.relu.default(%1)" in lines[3]
-    assert lines[4].strip() == "ROOT (%2)"
+    # torch_xla's layout: a parameter's line before its first use, the op's output shape,
+    # its name, operands, then its attributes and where it is a root
+    assert re.fullmatch(r"  %0 = f32\[(2,3|3,2)\]\{1,0\} xla::device_data\(\), xla_shape=f32\[(2,3|3,2)\]\{1,0\}", lines[1])
+    assert lines[3] == "  %2 = f32[2,2]{1,0} aten::mm(%0, %1), xla_shape=f32[2,2]{1,0}"
+    assert lines[4] == "  %3 = s64[] xla::device_data(), xla_shape=s64[]"  # the 1: a parameter
+    assert lines[5] == "  %4 = f32[2,2]{1,0} aten::add(%2, %3), xla_shape=f32[2,2]{1,0}"
+    assert lines[6] == "  %5 = f32[2,2]{1,0} aten::relu(%4), xla_shape=f32[2,2]{1,0}, ROOT=0"
+    assert len(lines) == 8
+    assert "dim=(1,)" in XLAC._get_xla_tensors_text([c.sum(1)])  # a non-tensor argument, named
     assert compiles() == before and unwrap(c)._value.pending
     expected = (a.cpu().mm(b.cpu()) + 1).relu()
     assert_same(c, expected)

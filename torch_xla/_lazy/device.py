@@ -8,6 +8,7 @@ to dispatch on), and the reseeding of XLA devices by `torch.manual_seed`.
 """
 import functools
 import os
+import weakref
 
 import jax
 import numpy as np
@@ -66,6 +67,11 @@ def transfer(t: torch.Tensor, device, sharding=None, minibatch=False) -> torch.T
     return to_functional(wrap(value))
 
 
+# The buffers of placeholders, by id (jax arrays cannot be hashed): a placeholder is a buffer
+# that never held a value, told apart from one deleted by donation.
+placeholder_buffers = weakref.WeakValueDictionary()
+
+
 def placeholder(shape, dtype, device) -> torch.Tensor:
     """A tensor of `shape` and `dtype` on XLA device `device` with no value: its buffer is
     deleted at once (as a donated one is). Graphs may read it (it is an input of their
@@ -75,6 +81,7 @@ def placeholder(shape, dtype, device) -> torch.Tensor:
     zeros = np.broadcast_to(np.zeros((), pjrt.to_jax_dtype(dtype)), tuple(shape))
     buffer = jax.device_put(zeros, pjrt.jax_device(index))
     buffer.delete()
+    placeholder_buffers[id(buffer)] = buffer
     return to_functional(wrap(Value(tuple(shape), dtype, index, data=buffer)))
 
 

@@ -29,7 +29,7 @@ def node_text(node) -> str:
     shapes = [ir.hlo_shape(s, d, layout=True) for s, d in node.avals]
     outputs = f", num_outputs={len(shapes)}" if len(shapes) != 1 else ""
     shape = shapes[0] if len(shapes) == 1 else f"({', '.join(shapes)})"
-    return f"[] {ir.op_kind(node)}{outputs}, xla_shape={shape}, dynamic_dims: ()"
+    return f"[] {ir.ir_op_name(node.op.name)}{outputs}, xla_shape={shape}, dynamic_dims: ()"
 
 
 class _TrieNode:

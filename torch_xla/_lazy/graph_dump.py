@@ -15,7 +15,7 @@ from jax._src.lib import hlo as _hlo
 from . import graph_program, pjrt, runner, unbounded_dims
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
-from .ir import fill_template, format_node
+from .ir import fill_template, format_node, hlo_shape, ir_op_name
 from .tensor import XLATensor, live_values, unwrap
 
 
@@ -42,23 +42,83 @@ def _leaf_names(w):
     return [f"p{i}" for i in range(len(donated) + len(kept))]
 
 
-def ir_text(tensors) -> str:
-    """The pending IR behind `tensors`, one node a line in topological order.
+_SCALAR_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64,
+                  complex: torch.complex128}
 
-    `%N` names node N's output (`%N.i` for output i of a multi-output node), `pK` buffer
-    parameter K of the program, `$K` dynamic scalar K (a program parameter); the last line
-    lists the roots.
-    """
+
+def _argument_names(name):
+    """The schema's argument names of ATen op `name` (`aten.add.Tensor`), or None."""
+    namespace, _, rest = name.partition(".")
+    packet, _, overload = rest.partition(".")
+    try:
+        op = getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
+        return [a.name for a in op._schema.arguments]
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _names_in(arg):
+    if isinstance(arg, _Name):
+        return [arg]
+    if isinstance(arg, (tuple, list)):
+        return [n for a in arg for n in _names_in(a)]
+    return []
+
+
+def ir_text(tensors) -> str:
+    """The pending IR behind `tensors` in torch_xla's layout, one value a line in the order
+    the program computes them: `%3 = f32[2,2]{1,0} aten::mm(%0, %2), xla_shape=f32[2,2]{1,0}`;
+    a buffer or a dynamic scalar (a program parameter) is an `xla::device_data()` line
+    before its first use; arguments that are not tensors follow as `name=value`, and each
+    root says `ROOT=k` (its place among the outputs)."""
     w = _walk(tensors)
     if w is None:
         return "IR {\n  (no pending computation)\n}\n"
-    lines = ["IR {"]
+    donated, kept, packed = w.args
+    params, lines, names = [*donated, *kept], ["IR {"], {}
+
+    def define(key, shape, text):
+        names[key] = _Name(f"%{len(lines) - 1}")
+        lines.append(f"  {names[key]!r} = {shape} {text}, xla_shape={shape}")
+
+    def device_data(key, shape, dtype):
+        if key not in names:
+            define(key, hlo_shape(shape, dtype, layout=True), "xla::device_data()")
+        return names[key]
+
+    roots = {}
+    for k, ref in enumerate(w.program.roots):
+        roots.setdefault(ref, []).append(k)
     for i, (node, (_, template, refs, s0, s1, avals)) in enumerate(zip(w.order, w.program.plan)):
-        args, kwargs = fill_template(template, [_Name(_ref_name(r, w)) for r in refs],
-                                     [_Name(f"${k}") for k in range(s0, s1)])
-        parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs]
-        lines.append(f"  %{i} = {node.op.name}({', '.join(parts)}) -> ({format_avals(avals)})")
-    lines.append("  ROOT (" + ", ".join(_ref_name(r, w) for r in w.program.roots) + ")")
+        inputs = []
+        for pos, index in refs:
+            if pos < 0:
+                a = params[index]
+                inputs.append(device_data(("p", index), a.shape, a.dtype))
+            else:
+                base = names[("n", pos)].name
+                inputs.append(_Name(base if len(w.order[pos].avals) == 1 else f"{base}.{index}"))
+        scalars = [device_data(("s", k), (), _SCALAR_DTYPES.get(type(packed[k]), torch.float64))
+                   for k in range(s0, s1)]
+        args, kwargs = fill_template(template, inputs, scalars)
+        arg_names = _argument_names(node.op.name) or []
+        operands, attributes = [], []
+        for j, a in enumerate(args):
+            found = _names_in(a)
+            if found:
+                operands += found
+            else:
+                attributes.append((arg_names[j] if j < len(arg_names) else f"arg{j}", a))
+        attributes += [(k, v) for k, v in kwargs if not _names_in(v)]
+        operands += [n for _, v in kwargs for n in _names_in(v)]
+        shapes = [hlo_shape(s, d, layout=True) for s, d in avals]
+        shape = shapes[0] if len(shapes) == 1 else f"({', '.join(shapes)})"
+        text = f"{ir_op_name(node.op.name)}({', '.join(map(repr, operands))})"
+        define(("n", i), shape, text)
+        extra = [f"{k}={v!r}" for k, v in attributes]
+        extra += [f"ROOT={k}" for out in range(len(avals)) for k in roots.get((i, out), ())]
+        if extra:
+            lines[-1] += ", " + ", ".join(extra)
     return "\n".join(lines) + "\n}\n"
 
 
@@ -71,13 +131,6 @@ class _Name:
 
     def __repr__(self):
         return self.name
-
-
-def _ref_name(ref, w):
-    pos, index = ref
-    if pos < 0:
-        return f"p{index}"
-    return f"%{pos}" if len(w.order[pos].avals) == 1 else f"%{pos}.{index}"
 
 
 def lowered(tensors):

@@ -22,6 +22,7 @@ import itertools
 
 import torch
 
+from . import pjrt
 from .compile_explanation import format_avals
 
 
@@ -259,16 +260,17 @@ def format_node(node: Node) -> str:
     return f"{node.op.name}({', '.join(parts)}) -> ({format_avals(node.avals)})"
 
 
-def op_kind(node: Node) -> str:
-    """The op's name as torch_xla writes IR nodes' kinds: `aten::add` for `aten.add.Tensor`;
-    a name without a namespace as it is."""
-    namespace, _, rest = node.op.name.partition(".")
-    return f"{namespace}::{rest.split('.')[0]}" if rest else node.op.name
+def ir_op_name(name: str) -> str:
+    """An op as torch_xla names it in IR text: `aten.add.Tensor` is `aten::add`."""
+    namespace, _, rest = name.partition(".")
+    return f"{namespace}::{rest.split('.')[0]}" if rest else name
 
 
-def hlo_shape(shape, dtype, layout: bool = False) -> str:
-    """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]`; with `layout`,
-    the row-major layout after it as XLA prints one (`f32[4,2]{1,0}`)."""
+def hlo_shape(shape, dtype, layout=False) -> str:
+    """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]` (torch or numpy
+    dtype); with `layout`, the row-major layout after it: `f32[4,2]{1,0}`."""
+    if not isinstance(dtype, torch.dtype):
+        dtype = pjrt.to_torch_dtype(dtype)
     name = str(dtype).removeprefix("torch.")
     if dtype == torch.bool:
         kind = "pred"
@@ -281,6 +283,6 @@ def hlo_shape(shape, dtype, layout: bool = False) -> str:
         kind = ("c" if dtype.is_complex else "f" if dtype.is_floating_point else
                 "s" if dtype.is_signed else "u") + str(bits)
     text = f"{kind}[{','.join(str(d) for d in shape)}]"
-    if layout and shape:
-        text += "{" + ",".join(str(d) for d in range(len(shape) - 1, -1, -1)) + "}"
+    if layout and len(shape):
+        text += "{" + ",".join(str(d) for d in reversed(range(len(shape)))) + "}"
     return text

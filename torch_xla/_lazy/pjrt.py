@@ -20,14 +20,31 @@ jax.config.update("jax_enable_x64", True)
 _PLATFORMS = {"CPU": "cpu", "CUDA": "cuda", "GPU": "cuda", "TPU": "tpu"}
 
 
-def device_type() -> str:
-    """The PJRT device type in torch_xla's spelling ('CPU', 'CUDA', 'TPU')."""
-    kind = os.environ.get("PJRT_DEVICE", "CPU").upper()
+def selected_device_type():
+    """The PJRT device type PJRT_DEVICE selects, in torch_xla's spelling ('CPU', 'CUDA',
+    'TPU'); 'CPU' where it is unset (torch_xla's default where it finds no TPU), None where it
+    is unset and PJRT_SELECT_DEFAULT_DEVICE=0 turns the default off."""
+    kind = os.environ.get("PJRT_DEVICE")
+    if kind is None:
+        if os.environ.get("PJRT_SELECT_DEFAULT_DEVICE", "1") == "0":
+            return None
+        kind = "CPU"
+    kind = kind.upper()
     if kind not in _PLATFORMS:
         raise RuntimeError(f"No PjRtPlugin registered for: {kind}. Make sure the environment "
                            f"variable PJRT_DEVICE is set to a correct device name (one of "
                            f"{sorted(_PLATFORMS)})")
     return "CUDA" if kind == "GPU" else kind
+
+
+def device_type() -> str:
+    """The PJRT device type the runtime runs on (`selected_device_type`, which must be set)."""
+    kind = selected_device_type()
+    if kind is None:
+        raise RuntimeError("No PJRT device is selected: PJRT_DEVICE is unset and "
+                           "PJRT_SELECT_DEFAULT_DEVICE=0 turns off choosing a default. Set "
+                           f"PJRT_DEVICE to one of {sorted(_PLATFORMS)}")
+    return kind
 
 
 @functools.lru_cache(maxsize=None)
