@@ -41,7 +41,8 @@ STAGES = (
     ("torch_xla._lazy.graph_program",),
     ("torch_xla._lazy.lowering",  # and every module under it
      "torch_xla._lazy.spmd.constraint_lowering", "torch_xla._lazy.replicas.collective_lowering"),
-    ("torch_xla._lazy.tensor", "torch_xla._lazy.replicas.program"),
+    ("torch_xla._lazy.tensor", "torch_xla._lazy.replicas.program",
+     "torch_xla._lazy.dynamic_shape_detector", "torch_xla._lazy.unbounded_dims"),
     ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.spmd.layout",
      "torch_xla._lazy.op_rules"),
     ("torch_xla._lazy.runner", "torch_xla._lazy.compile_explanation"),

@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch_xla.core.xla_model as xm
 from torch_xla import _XLAC
 from torch_xla import stablehlo
+from torch_xla.utils import stablehlo_test_utils
 from tests.compare import assert_same
 from tests.fresh_process import python
 
@@ -101,6 +102,18 @@ def test_dynamic_dimension_stays_symbolic():
         x = torch.randn(n, 6)
         with torch.no_grad():
             assert_same(module(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_full_slice_of_a_dynamic_dimension_keeps_it_symbolic():
+    """slice(x, 0, 0, INT64_MAX) on the dynamic dim: its bounds clamped to the symbolic size."""
+    model = stablehlo_test_utils.wrap_func_as_nn_module(torch.ops.aten.slice.Tensor)
+    args = (torch.randn(4, 3), 0, 0, torch.iinfo(torch.int64).max)
+    ep = torch.export.export(model, args, dynamic_shapes=(({0: torch.export.Dim("n")}, None, None, None),))
+    module = stablehlo.exported_program_to_stablehlo(ep)
+    assert "tensor<?x3xf32>" in module.get_stablehlo_text()
+    for n in (2, 7):
+        x = torch.randn(n, 3)
+        assert_same(module(x, *args[1:]), model(x, *args[1:]))
 
 
 def test_random_ops_draw_from_the_device_generator():

@@ -10,6 +10,7 @@ import torch
 from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import donation as _donation
+from torch_xla._lazy import dynamic_shape_detector as _detector
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy import ir as _ir
@@ -24,6 +25,7 @@ from torch_xla._lazy import pjrt as _pjrt
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla._lazy.spmd import op_sharding as _op_sharding
 from torch_xla._lazy import tensor as _tensor
+from torch_xla._lazy import unbounded_dims as _unbounded_dims
 from torch_xla._xlac_cached_graphs import (  # noqa: F401  (their _XLAC names)
     _get_base_seed_as_tensor, _get_seed_info_id, _get_tensors_xla_device_data_node,
     _run_cached_graph, _xla_get_rng_seed, _xla_get_tensor_id, _xla_warm_up_cache)
@@ -226,7 +228,7 @@ def _ir_text(node) -> str:
     node as the engine prints it; `None` for a computed value."""
     if node is None:
         return "None"
-    name = _graph_dump.ir_op_name(node.op.name)
+    name = _ir.ir_op_name(node.op.name)
     return f"{name} {_ir.format_node(node)}" if name != node.op.name else _ir.format_node(node)
 
 
@@ -238,7 +240,7 @@ def _get_xla_tensor_debug_info(t) -> str:
     v = _tensor.unwrap(t)._value
     spec = _sharding.spec_text(t)
     lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: xla:{v.device}",
-             f"XLA Shape: {_graph_dump.hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
+             f"XLA Shape: {_ir.hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
              f"IR: {_ir_text(v.node)}"]
     if v.data is None:
         lines.append("XLAData: None")
@@ -246,7 +248,7 @@ def _get_xla_tensor_debug_info(t) -> str:
         sharded = len(v.data.devices()) > 1
         where = "SPMD:0" if sharded else _device_info.real_name(next(iter(v.data.devices())))
         lines += ["XLAShardedData" if sharded else "XLAData: ", f"  Data Device: {where}",
-                  f"  Data Shape: {_graph_dump.hlo_shape(v.shape, v.dtype)}",
+                  f"  Data Shape: {_ir.hlo_shape(v.shape, v.dtype)}",
                   f"  OpSharding: {spec or '{replicated}'}" if sharded else
                   f"  Data Handle: {v.data.unsafe_buffer_pointer()}"]
     lines += ["Tensor on host: None", "}"]
@@ -410,4 +412,16 @@ def _sync_point_reached(step: int) -> bool:
 
 def _get_xla_tensor_shape_type(t) -> str:
     """The element type of `t` as XLA names it ('f16', 's64', 'pred')."""
-    return _graph_dump.hlo_shape((), t.dtype).removesuffix("[]")
+    return _ir.hlo_shape((), t.dtype).removesuffix("[]")
+
+
+# The dynamic shape detector (what torch_xla.compile(max_different_graphs=N) uses), by
+# torch_xla's names.
+_dynamic_shape_detector_start_session = _detector.start_session
+_dynamic_shape_detector_end_session = _detector.end_session
+_dynamic_shape_detector_remove_session = _detector.remove_session
+_dynamic_shape_detector_set_max_different_graphs = _detector.set_max_different_graphs
+_dynamic_shape_detector_get_max_different_graphs = _detector.max_different_graphs
+
+# torch_xla's unbounded dynamism: a dim of a tensor symbolic (`?`) in the StableHLO text
+_xla_mark_dynamic = _unbounded_dims.mark

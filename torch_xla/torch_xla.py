@@ -4,6 +4,7 @@ import contextlib
 import functools
 import os
 import sys
+import uuid
 import weakref
 
 import torch
@@ -15,9 +16,9 @@ import torch_xla.distributed.xla_multiprocessing as xmp
 import torch_xla.utils.utils as xu
 from torch_xla.utils import closures
 from torch_xla._lazy import device_info as _device_info
+from torch_xla._lazy import dynamic_shape_detector as _detector
 from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import execution as _execution
-from torch_xla._lazy import graph_dump as _graph_dump
 
 __all__ = ["device", "devices", "real_devices", "device_count", "sync", "step", "compile",
            "manual_seed", "launch", "set_custom_compile_options"]
@@ -77,24 +78,25 @@ def _executions() -> int:
     return (met.counter_value("UncachedCompile") or 0) + (met.counter_value("CachedCompile") or 0)
 
 
-class _GraphCount:
-    """The distinct graphs one compiled function has traced, against its limit."""
-
-    def __init__(self, limit):
-        self.limit = limit
-        self.seen = set()
-
-    def add(self, graph_hash, name):
-        self.seen.add(graph_hash)
-        if len(self.seen) > self.limit:
-            raise RuntimeError(
-                f"torch_xla.compile({name}): maximum number of different graphs allowed per "
-                f"function exceeded: {self.limit}; this call traced graph number {len(self.seen)} "
-                f"(a new input shape or a Python branch on values changes the graph)")
+# The live functions torch_xla.compile has named detector sessions after, by session name: a
+# session whose function is gone is dropped, so that a new function given the same id (and
+# name) starts afresh.
+_session_functions = weakref.WeakValueDictionary()
 
 
-# Graph counts of live compiled functions, by the id compile() gave them.
-_graph_counts = weakref.WeakValueDictionary()
+def _detector_session(f, name) -> str:
+    """The dynamic shape detector's session name for compiled function `f` (a fresh one for
+    a `with` region)."""
+    if f is None:
+        return str(uuid.uuid4())
+    session = f"{name}_{id(f)}"
+    if session not in _session_functions:
+        _detector.remove_session(session)
+    try:
+        _session_functions[session] = f
+    except TypeError:  # `f` takes no weak reference: its session lives with the process
+        pass
+    return session
 
 
 def compile(f=None, full_graph: bool = False, name: str = None, max_different_graphs: int = None,
@@ -113,14 +115,7 @@ def compile(f=None, full_graph: bool = False, name: str = None, max_different_gr
         name = getattr(f, "__name__", None) or str(f)
     if custom_compile_options is not None:
         set_custom_compile_options(custom_compile_options)
-    counts = None
-    if max_different_graphs is not None:
-        counts = _GraphCount(int(max_different_graphs))
-        if f is not None:  # the count lives as long as the function
-            key = f"{name}_{id(f)}"
-            counts = _graph_counts.get(key) or counts
-            counts.limit = int(max_different_graphs)
-            _graph_counts[key] = counts
+    session = None if max_different_graphs is None else _detector_session(f, name)
 
     @contextlib.contextmanager
     def region():
@@ -129,14 +124,19 @@ def compile(f=None, full_graph: bool = False, name: str = None, max_different_gr
         try:
             sync()
             before = _executions()
+            if session is not None:
+                _detector.set_max_different_graphs(max_different_graphs)
+                _detector.start_session(session)
             try:
-                yield
+                try:
+                    yield
+                finally:
+                    if session is not None:
+                        _detector.end_session()  # raises if this graph is one too many
             except BaseException:
                 sync()  # what the body traced before it raised runs, as in torch_xla
                 raise
             ran = _executions() - before
-            if counts is not None:
-                counts.add(_graph_dump.graph_hash([]), name or "region")
             sync()
         finally:
             _eager.set_enabled(eager)
@@ -154,7 +154,6 @@ def compile(f=None, full_graph: bool = False, name: str = None, max_different_gr
     def compiled(*args, **kwargs):
         with region():
             return f(*args, **kwargs)
-    compiled._graph_count = counts  # keeps the count alive with the wrapper
     return compiled
 
 

@@ -12,10 +12,10 @@ import os
 import torch
 from jax._src.lib import hlo as _hlo
 
-from . import graph_program, pjrt, runner
+from . import graph_program, pjrt, runner, unbounded_dims
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
-from .ir import fill_template, format_node
+from .ir import fill_template, format_node, hlo_shape, ir_op_name
 from .tensor import XLATensor, live_values, unwrap
 
 
@@ -40,34 +40,6 @@ def _leaf_names(w):
     """Names of the program's buffer parameters, in program argument order."""
     donated, kept, _ = w.args
     return [f"p{i}" for i in range(len(donated) + len(kept))]
-
-
-def hlo_shape(shape, dtype, layout=False) -> str:
-    """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]` (torch or numpy
-    dtype); with `layout`, the row-major layout after it: `f32[4,2]{1,0}`."""
-    if not isinstance(dtype, torch.dtype):
-        dtype = pjrt.to_torch_dtype(dtype)
-    name = str(dtype).removeprefix("torch.")
-    if dtype == torch.bool:
-        kind = "pred"
-    elif dtype == torch.bfloat16:
-        kind = "bf16"
-    elif name.startswith("float8"):
-        kind = "f8" + name.removeprefix("float8_")
-    else:
-        bits = dtype.itemsize * 8
-        kind = ("c" if dtype.is_complex else "f" if dtype.is_floating_point else
-                "s" if dtype.is_signed else "u") + str(bits)
-    text = f"{kind}[{','.join(str(d) for d in shape)}]"
-    if layout and len(shape):
-        text += "{" + ",".join(str(d) for d in reversed(range(len(shape)))) + "}"
-    return text
-
-
-def ir_op_name(name: str) -> str:
-    """An op as torch_xla names it in IR text: `aten.add.Tensor` is `aten::add`."""
-    namespace, _, rest = name.partition(".")
-    return f"{namespace}::{rest.split('.')[0]}" if rest else name
 
 
 _SCALAR_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64,
@@ -164,8 +136,10 @@ class _Name:
 def lowered(tensors):
     """jax's `Lowered` for the program `mark_step` would run for `tensors`, or None."""
     w = _walk(tensors)
-    if w is None:
-        return None
+    return None if w is None else _lowered(w)
+
+
+def _lowered(w):
     if pjrt.is_spmd():
         return spmd_program.lowered(w)
     return runner.lower(w.program.run_packed, w.call_args)
@@ -173,11 +147,24 @@ def lowered(tensors):
 
 def program_text(tensors, dialect: str = "stablehlo") -> str:
     """The program's text: `dialect` 'stablehlo' (MLIR) or 'hlo' (XLA HLO). Empty if nothing
-    is pending."""
-    low = lowered(tensors)
-    if low is None:
+    is pending. Dims marked unbounded (`unbounded_dims`) are symbolic in the StableHLO."""
+    w = _walk(tensors)
+    if w is None:
         return ""
-    return hlo_text(low) if dialect == "hlo" else low.as_text(dialect=dialect)
+    if dialect == "hlo":
+        return hlo_text(_lowered(w))
+    symbolic = _symbolic_args(w)
+    if symbolic is not None:
+        return runner.export(w.program.run_packed, symbolic).mlir_module()
+    return _lowered(w).as_text(dialect=dialect)
+
+
+def _symbolic_args(w):
+    """The program's arguments with the dims marked unbounded symbolic, or None (no marks;
+    under SPMD marks are not read)."""
+    if pjrt.is_spmd():
+        return None
+    return unbounded_dims.symbolic_args(w.leaves, w.call_args)
 
 
 def hlo_text(low) -> str:
@@ -196,7 +183,7 @@ def program_bytecode(tensors) -> bytes:
     w = _walk(tensors)
     if w is None:
         return b""
-    exported = runner.export(w.program.run_packed, w.call_args)
+    exported = runner.export(w.program.run_packed, _symbolic_args(w) or w.call_args)
     return bytes(exported.mlir_module_serialized)
 
 

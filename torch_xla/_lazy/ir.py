@@ -20,6 +20,9 @@ passed.
 """
 import itertools
 
+import torch
+
+from . import pjrt
 from .compile_explanation import format_avals
 
 
@@ -66,6 +69,9 @@ class Sc:
 
 
 NO_CHECKS = frozenset()
+# Called with each node as it is made, when set (the dynamic shape detector's open session:
+# `dynamic_shape_detector`).
+node_observer = None
 _types = {}                 # node key -> its number
 _numbers = itertools.count()
 _signatures = {}            # (shape, dtype, device) -> its number: a value's `key`
@@ -123,6 +129,8 @@ class Node:
                 checks = c if not checks or checks <= c else checks if c <= checks else checks | c
         self.hash = h
         self.checks = checks
+        if node_observer is not None:
+            node_observer(self)
 
     @staticmethod
     def key_of(op, template, avals):
@@ -250,3 +258,31 @@ def format_node(node: Node) -> str:
     args, kwargs = node.template
     parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs]
     return f"{node.op.name}({', '.join(parts)}) -> ({format_avals(node.avals)})"
+
+
+def ir_op_name(name: str) -> str:
+    """An op as torch_xla names it in IR text: `aten.add.Tensor` is `aten::add`."""
+    namespace, _, rest = name.partition(".")
+    return f"{namespace}::{rest.split('.')[0]}" if rest else name
+
+
+def hlo_shape(shape, dtype, layout=False) -> str:
+    """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]` (torch or numpy
+    dtype); with `layout`, the row-major layout after it: `f32[4,2]{1,0}`."""
+    if not isinstance(dtype, torch.dtype):
+        dtype = pjrt.to_torch_dtype(dtype)
+    name = str(dtype).removeprefix("torch.")
+    if dtype == torch.bool:
+        kind = "pred"
+    elif dtype == torch.bfloat16:
+        kind = "bf16"
+    elif name.startswith("float8"):
+        kind = "f8" + name.removeprefix("float8_")
+    else:
+        bits = dtype.itemsize * 8
+        kind = ("c" if dtype.is_complex else "f" if dtype.is_floating_point else
+                "s" if dtype.is_signed else "u") + str(bits)
+    text = f"{kind}[{','.join(str(d) for d in shape)}]"
+    if layout and len(shape):
+        text += "{" + ",".join(str(d) for d in reversed(range(len(shape)))) + "}"
+    return text

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from . import REGISTRY, aten, lower, lower_on_demand
+from . import REGISTRY, _unbounded, aten, lower, lower_on_demand
 from ._types import cast, float_of, float_opmath, opmath, promote, result_type
 
 prims = torch.ops.prims
@@ -47,6 +47,9 @@ def _binary(fn, round_scalars=True):
         x, y = cast(x, opmath(dtype)), cast(y, opmath(dtype))
         if alpha is not None:
             y = y * cast(cast(alpha, dtype), y.dtype)
+        xs, ys = np.shape(x), np.shape(y)
+        if xs != ys and (_unbounded.is_symbolic(xs) or _unbounded.is_symbolic(ys)):
+            x, y = _unbounded.broadcast_operands(x, y)
         return fn(x, y)
     return lowering
 

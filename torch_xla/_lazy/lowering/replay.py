@@ -23,8 +23,15 @@ def call_lowering(op, template, inputs, scalars, avals):
         jdtype = pjrt.to_jax_dtype(dtype)
         if o.dtype != jdtype or is_weak(o):
             o = cast(o, jdtype)
-        if tuple(o.shape) != shape:
+        if tuple(o.shape) != shape and not _fits(o.shape, shape):
             raise RuntimeError(f"internal error: lowering of {op.name} gave shape {tuple(o.shape)}, "
                                f"PyTorch expects {shape}")
         result.append(o)
     return tuple(result)
+
+
+def _fits(symbolic, shape) -> bool:
+    """Whether a shape with symbolic dims (dims marked unbounded: `unbounded_dims`) is
+    `shape` where its dims are static."""
+    return len(symbolic) == len(shape) and all(
+        not isinstance(d, int) or d == s for d, s in zip(symbolic, shape))

@@ -5,9 +5,10 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import core  # min_dim/max_dim of symbolic sizes
 
 from .. import pjrt
-from . import aten, lower
+from . import aten, lower, lower_on_demand
 from ._types import cast, result_type
 
 
@@ -83,10 +84,21 @@ def select(x, dim, index):
 @lower(aten.slice_copy.Tensor, aten.slice.Tensor)
 def slice_(x, dim=0, start=None, end=None, step=1):
     n = x.shape[dim]
+    if not isinstance(n, int):  # a symbolic size (an export's dynamic dimension)
+        return jax.lax.slice_in_dim(x, _bound(start, n, 0), _bound(end, n, n), step, dim % x.ndim)
     start, end, _ = slice(start, end, step).indices(n)
     idx = [slice(None)] * x.ndim
     idx[dim] = slice(start, max(start, end), step)
     return x[tuple(idx)]
+
+
+def _bound(i, n, default):
+    """A slice bound `i` (int or None) clamped to [0, n] for a symbolic size `n`."""
+    if i is None:
+        return default
+    if i < 0:
+        return core.max_dim(n + i, 0)
+    return core.min_dim(n, i)
 
 
 @lower(aten.cat.default)
@@ -217,3 +229,20 @@ def resize(x, size, memory_format=None):
     n = math.prod(size)
     flat = x.reshape(-1)[:n]
     return jnp.pad(flat, (0, n - flat.shape[0])).reshape(tuple(size))
+
+
+@lower_on_demand("xla::dynamic_expand")
+def dynamic_expand(x, size, src, src_dim, target_dim):
+    """`expand` whose dim `target_dim` takes the size of `src`'s dim `src_dim` (symbolic in an
+    export with dynamic dimensions; `torch_xla.experimental.xla_dynamic_reshape_ops`)."""
+    size = list(size)
+    size[target_dim] = src.shape[src_dim]
+    return expand(x, size)
+
+
+@lower_on_demand("xla::dynamic_view")
+def dynamic_view(x, size, src, src_dim, target_dim, mul_scaler):
+    """`view` whose dim `target_dim` is `src`'s dim `src_dim` times `mul_scaler`."""
+    size = list(size)
+    size[target_dim] = src.shape[src_dim] * int(mul_scaler)
+    return view(x, size)
