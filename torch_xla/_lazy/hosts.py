@@ -144,3 +144,28 @@ def _use_gloo_at(address: str) -> None:
     xla_bridge.register_backend_factory(
         "cpu", functools.partial(xla_bridge.make_cpu_client, collectives=collectives),
         priority=0, fail_quietly=False)
+
+
+_first_launches = [0]
+
+
+def spans_processes(compiled) -> bool:
+    """Whether a compiled program (jax's `Compiled`) runs on devices of other processes too."""
+    if not jax.distributed.is_initialized() or jax.process_count() == 1:
+        return False
+    me = jax.process_index()
+    shardings = jax.tree.leaves((compiled.input_shardings, compiled.output_shardings))
+    return any(d.process_index != me for s in shardings
+               for d in s.device_set)
+
+
+def meet_before_first_launch() -> None:
+    """Waits until every process is about to launch the same new program spanning them (the
+    programs spanning processes are launched in the same order by all). The first launch of
+    such a program sets up its collectives' connections (gloo's on the CPU), which fails
+    when a peer comes more than 30 s later, as a process still compiling on a busy host
+    does; a meeting here waits as long as joining may (TORCH_XLA_JOIN_TIMEOUT)."""
+    from jax._src import distributed
+    _first_launches[0] += 1
+    distributed.global_state.client.wait_at_barrier(
+        f"torch_xla_first_launch_{_first_launches[0]}", int(_join_timeout_s() * 1000))

@@ -43,7 +43,7 @@ import jax
 from jax import monitoring
 from jax.sharding import PartitionSpec
 
-from . import compile_explanation, counters, pjrt
+from . import compile_explanation, counters, hosts, pjrt
 from .caches import LRUCache
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -86,10 +86,11 @@ def _keep_within_memory_maps() -> None:
 class Executable:
     """A compiled program (`compiled`, called with the arguments it was compiled for) and
     the key it is cached under (`key`; None if uncached)."""
-    __slots__ = ("compiled", "key", "__weakref__")
+    __slots__ = ("compiled", "key", "unmet", "__weakref__")
 
     def __init__(self):
         self.compiled = self.key = None
+        self.unmet = False  # spans processes and not launched yet: meet them first
 
 
 class _Key:
@@ -221,6 +222,7 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     lowered = placement.lower(fn, (0,) if donate else (), args)
     counters.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
     executable.compiled = lowered.compile(placement.options())
+    executable.unmet = hosts.spans_processes(executable.compiled)
     counters.sample(timed_as, time.perf_counter_ns() - start)
     if explain is not None and compile_explanation.enabled():
         explain()
@@ -234,6 +236,9 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
 def execute(executable, *args, timed_as="ExecuteTime"):
     """Launches `executable` on `args` (jax runs it asynchronously), timed as `timed_as`
     (`ExecuteTime`; an eager op's, `EagerOpExecuteTime`)."""
+    if executable.unmet:
+        hosts.meet_before_first_launch()
+        executable.unmet = False
     start = time.perf_counter_ns()
     outputs = executable.compiled(*args)
     counters.sample(timed_as, time.perf_counter_ns() - start)
