@@ -50,12 +50,10 @@ class LRUCache:
     def put(self, key, value) -> None:
         self.entries[key] = value
         self.entries.move_to_end(key)
-        while len(self.entries) > self.limit:
-            self.entries.popitem(last=False)
-            counters.count(self.counter)
+        self.evict_oldest(len(self.entries) - self.limit)
 
     def evict_oldest(self, n: int) -> None:
-        """Evicts the `n` least recently used entries (all, if it holds fewer)."""
+        """Evicts the `n` least recently used entries (all, if it holds fewer; none for n <= 0)."""
         for _ in range(min(n, len(self.entries))):
             self.entries.popitem(last=False)
             counters.count(self.counter)

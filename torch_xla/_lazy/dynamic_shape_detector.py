@@ -26,10 +26,8 @@ _active = []          # the open sessions' cursors, innermost last (compiled fun
 def node_text(node) -> str:
     """An IR node as torch_xla's detector names it: `[] aten::add, xla_shape=f32[10]{0},
     dynamic_dims: ()` (shapes here are static: no dimension is dynamic)."""
-    shapes = [ir.hlo_shape(s, d, layout=True) for s, d in node.avals]
-    outputs = f", num_outputs={len(shapes)}" if len(shapes) != 1 else ""
-    shape = shapes[0] if len(shapes) == 1 else f"({', '.join(shapes)})"
-    return f"[] {ir.ir_op_name(node.op.name)}{outputs}, xla_shape={shape}, dynamic_dims: ()"
+    outputs = f", num_outputs={len(node.avals)}" if len(node.avals) != 1 else ""
+    return f"[] {ir.ir_op_name(node.op.name)}{outputs}, xla_shape={ir.xla_shape(node.avals)}, dynamic_dims: ()"
 
 
 class _TrieNode:

@@ -15,7 +15,7 @@ from jax._src.lib import hlo as _hlo
 from . import graph_program, pjrt, runner, unbounded_dims
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
-from .ir import fill_template, format_node, hlo_shape, ir_op_name
+from .ir import fill_template, format_node, hlo_shape, ir_op_name, xla_shape
 from .tensor import XLATensor, live_values, unwrap
 
 
@@ -42,10 +42,6 @@ def _leaf_names(w):
     return [f"p{i}" for i in range(len(donated) + len(kept))]
 
 
-_SCALAR_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64,
-                  complex: torch.complex128}
-
-
 def _argument_names(name):
     """The schema's argument names of ATen op `name` (`aten.add.Tensor`), or None."""
     namespace, _, rest = name.partition(".")
@@ -68,14 +64,15 @@ def _names_in(arg):
 def ir_text(tensors) -> str:
     """The pending IR behind `tensors` in torch_xla's layout, one value a line in the order
     the program computes them: `%3 = f32[2,2]{1,0} aten::mm(%0, %2), xla_shape=f32[2,2]{1,0}`;
-    a buffer or a dynamic scalar (a program parameter) is an `xla::device_data()` line
-    before its first use; arguments that are not tensors follow as `name=value`, and each
-    root says `ROOT=k` (its place among the outputs)."""
+    a buffer or a dynamic scalar (a program parameter: equal scalars share one) is an
+    `xla::device_data()` line before its first use; arguments that are not tensors follow
+    as `name=value`, and each root says `ROOT=k` (its place among the outputs)."""
     w = _walk(tensors)
     if w is None:
         return "IR {\n  (no pending computation)\n}\n"
-    donated, kept, packed = w.args
+    donated, kept, _ = w.args
     params, lines, names = [*donated, *kept], ["IR {"], {}
+    slots, slot_types = w.program.slots, w.program.slot_types
 
     def define(key, shape, text):
         names[key] = _Name(f"%{len(lines) - 1}")
@@ -98,23 +95,20 @@ def ir_text(tensors) -> str:
             else:
                 base = names[("n", pos)].name
                 inputs.append(_Name(base if len(w.order[pos].avals) == 1 else f"{base}.{index}"))
-        scalars = [device_data(("s", k), (), _SCALAR_DTYPES.get(type(packed[k]), torch.float64))
+        scalars = [device_data(("s", slots[k]), (), graph_program.SCALAR_DTYPES[slot_types[slots[k]]])
                    for k in range(s0, s1)]
         args, kwargs = fill_template(template, inputs, scalars)
         arg_names = _argument_names(node.op.name) or []
         operands, attributes = [], []
-        for j, a in enumerate(args):
+        for name, a in [*((arg_names[j] if j < len(arg_names) else f"arg{j}", a)
+                          for j, a in enumerate(args)), *kwargs]:
             found = _names_in(a)
             if found:
                 operands += found
             else:
-                attributes.append((arg_names[j] if j < len(arg_names) else f"arg{j}", a))
-        attributes += [(k, v) for k, v in kwargs if not _names_in(v)]
-        operands += [n for _, v in kwargs for n in _names_in(v)]
-        shapes = [hlo_shape(s, d, layout=True) for s, d in avals]
-        shape = shapes[0] if len(shapes) == 1 else f"({', '.join(shapes)})"
+                attributes.append((name, a))
         text = f"{ir_op_name(node.op.name)}({', '.join(map(repr, operands))})"
-        define(("n", i), shape, text)
+        define(("n", i), xla_shape(avals), text)
         extra = [f"{k}={v!r}" for k, v in attributes]
         extra += [f"ROOT={k}" for out in range(len(avals)) for k in roots.get((i, out), ())]
         if extra:

@@ -38,7 +38,8 @@ class LoweringError(Exception):
         self.position, self.cause = position, cause
 
 
-_SCALAR_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64), bool: np.dtype(np.bool_),
+# A Python scalar's type -> the dtype of its program parameter.
+SCALAR_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64), bool: np.dtype(np.bool_),
                   complex: np.dtype(np.complex128)}
 
 
@@ -112,7 +113,7 @@ class Program(runner.Executable):
     def pack(self, scalars):
         """The dynamic scalars as the compiled program takes them: a 0-d array for each
         distinct one."""
-        return tuple([np.array(scalars[i], _SCALAR_DTYPES[t])
+        return tuple([np.array(scalars[i], SCALAR_DTYPES[t])
                       for i, t in zip(self.firsts, self.slot_types)])
 
     def pack_on(self, scalars, device):
@@ -135,7 +136,7 @@ class Program(runner.Executable):
 
     def run_packed(self, donated, kept, packed):
         """The program on its scalar parameters, each made weakly typed (bools are not)."""
-        values = [a if t is bool else _convert_element_type(a, _SCALAR_DTYPES[t], weak_type=True)
+        values = [a if t is bool else _convert_element_type(a, SCALAR_DTYPES[t], weak_type=True)
                   for a, t in zip(packed, self.slot_types)]
         return self.run_traced(donated, kept, [values[n] for n in self.slots])
 

@@ -286,3 +286,10 @@ def hlo_shape(shape, dtype, layout=False) -> str:
     if layout and len(shape):
         text += "{" + ",".join(str(d) for d in reversed(range(len(shape)))) + "}"
     return text
+
+
+def xla_shape(avals) -> str:
+    """A node's outputs as torch_xla writes them: one output's shape with its layout
+    (`f32[2,3]{1,0}`), several as a tuple of them."""
+    shapes = [hlo_shape(s, d, layout=True) for s, d in avals]
+    return shapes[0] if len(shapes) == 1 else f"({', '.join(shapes)})"
