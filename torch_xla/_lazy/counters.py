@@ -3,6 +3,10 @@
 A counter is a running integer (`UncachedCompile`, `CachedCompile`, `aten::NAME` for each
 CPU fallback, ...). A metric keeps every sample with its time stamp (`CompileTime`,
 `ExecuteTime`, `TransferToDeviceTime`, ...), in nanoseconds for times.
+
+Two kinds are not kept as they come, for their cost: a metric of every op (`LazyTracing`)
+appends to a list without the lock, folded in when read (and at a program's launch once
+many wait); a counter computed when read (`DestroyXlaTensor`) asks its owner.
 """
 import collections
 import contextlib
@@ -39,18 +43,28 @@ def _op_value(entry) -> int:
     return entry[0].__reduce__()[1][0] - entry[1]
 
 
+def op_total(name: str) -> int:
+    """How many times the counter of `name` was advanced since the process started."""
+    entry = _op_counts.get(name)
+    return 0 if entry is None else entry[0].__reduce__()[1][0]
+
+
 def _op_values():
     return {name: v for name, entry in list(_op_counts.items()) if (v := _op_value(entry))}
 
 
 def sample(name: str, value: float) -> None:
     with _lock:
-        samples = _metrics[name]
-        samples.append((time.time(), value))
-        if len(samples) > 2 * _MAX_SAMPLES:
-            del samples[:-_MAX_SAMPLES]
-        _counters["__samples__" + name] += 1
-        _counters["__sum__" + name] += value
+        _sample_locked(name, time.time(), value)
+
+
+def _sample_locked(name, timestamp, value):
+    samples = _metrics[name]
+    samples.append((timestamp, value))
+    if len(samples) > 2 * _MAX_SAMPLES:
+        del samples[:-_MAX_SAMPLES]
+    _counters["__samples__" + name] += 1
+    _counters["__sum__" + name] += value
 
 
 @contextlib.contextmanager
@@ -62,16 +76,39 @@ def timed(name: str):
         sample(name, time.perf_counter_ns() - start)
 
 
+# Counters computed when read: name -> [the running total's function, its value when the
+# counters were last cleared].
+_computed = {}
+
+
+def computed_counter(name: str, total) -> None:
+    """Counter `name` is `total()` (a running total) less its value at the last clear."""
+    _computed[name] = [total, total()]
+
+
+def _values():
+    values = collections.Counter({k: v for k, v in list(_counters.items()) if not k.startswith("__")})
+    values.update(_op_values())
+    for name, (total, base) in list(_computed.items()):
+        values[name] += total() - base
+    return {k: v for k, v in values.items() if v}
+
+
 def counter_names():
-    return sorted([k for k, v in _counters.items() if not k.startswith("__") and v] +
-                  list(_op_values()))
+    return sorted(_values())
 
 
 def counter_value(name: str):
+    """The counter's value (None if it is zero or was never counted); `count` adds to the
+    counters of ops and computed ones too."""
+    value = _counters.get(name, 0)
     entry = _op_counts.get(name)
     if entry is not None:
-        return _op_value(entry) or None
-    return _counters.get(name) or None
+        value += _op_value(entry)
+    computed = _computed.get(name)
+    if computed is not None:
+        value += computed[0]() - computed[1]
+    return value or None
 
 
 def fallback_counters():
@@ -79,12 +116,47 @@ def fallback_counters():
     return [n for n in counter_names() if n.startswith("aten::")]
 
 
+# ---- metrics of every op: appended without the lock, folded in when read ------------------
+
+_unfolded = {}  # name -> [(perf_counter_ns at the start, value)]
+_FOLD_AT = 4096
+_wall_offset = time.time() - time.perf_counter_ns() * 1e-9
+
+
+def op_metric(name: str):
+    """A function that samples metric `name` with `(perf_counter_ns() at the start, value)`,
+    cheap enough for every op: an append, folded into the metric when read, and at each
+    program launch once many are waiting."""
+    return _unfolded.setdefault(name, []).append
+
+
+def fold_if_many() -> None:
+    if any(len(pending) > _FOLD_AT for pending in _unfolded.values()):
+        _fold()
+
+
+def _fold() -> None:
+    with _lock:
+        for name, pending in _unfolded.items():
+            n = len(pending)  # samples appended meanwhile, by other threads, stay for the next
+            if n:
+                folded = pending[:n]
+                del pending[:n]
+                samples = _metrics[name]
+                samples.extend([(start * 1e-9 + _wall_offset, v) for start, v in folded[-_MAX_SAMPLES:]])
+                del samples[:-_MAX_SAMPLES]
+                _counters["__samples__" + name] += n
+                _counters["__sum__" + name] += sum([v for _, v in folded])
+
+
 def metric_names():
+    _fold()
     return sorted(_metrics)
 
 
 def metric_data(name: str):
     """(total number of samples, sum of all samples, recent samples) or None."""
+    _fold()
     if name not in _metrics:
         return None
     with _lock:
@@ -97,9 +169,12 @@ def clear_counters() -> None:
             del _counters[k]
         for entry in list(_op_counts.values()):
             entry[1] = entry[0].__reduce__()[1][0]
+        for entry in list(_computed.values()):
+            entry[1] = entry[0]()
 
 
 def clear_metrics() -> None:
+    _fold()
     with _lock:
         _metrics.clear()
         for k in [k for k in _counters if k.startswith("__")]:
@@ -113,12 +188,20 @@ def _format_time(ns: float) -> str:
     return f"{ns:.0f}ns"
 
 
+# Timed metrics whose names do not end in "Time" (torch_xla's names).
+_TIMED = {"LazyTracing", "TensorToData", "UnwrapXlaData", "WrapXlaData", "DeviceLockWait"}
+
+
+def _formatter(name):
+    return _format_time if name.endswith("Time") or name in _TIMED else (lambda v: f"{v:g}")
+
+
 def metrics_report() -> str:
     lines = []
     for name in metric_names():
         total, acc, samples = metric_data(name)
         values = sorted(v for _, v in samples)
-        fmt = _format_time if name.endswith("Time") else (lambda v: f"{v:g}")
+        fmt = _formatter(name)
         lines.append(f"Metric: {name}")
         lines.append(f"  TotalSamples: {total}")
         lines.append(f"  Accumulator: {fmt(acc)}")
@@ -143,9 +226,9 @@ def short_metrics_report(counter_names_=None, metric_names_=None) -> str:
     for name in metric_names_:
         data = metric_data(name)
         if data:
-            lines.append(f"Metric: {name}\n  TotalSamples: {data[0]}\n  Accumulator: {_format_time(data[1])}")
+            lines.append(f"Metric: {name}\n  TotalSamples: {data[0]}\n  Accumulator: {_formatter(name)(data[1])}")
     fallbacks = [n for n in fallback_counters() if n not in counter_names_]
     for name in list(counter_names_) + fallbacks:
-        if _counters.get(name):
+        if counter_value(name):
             lines.append(f"Counter: {name}\n  Value: {counter_value(name)}")
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ from PyTorch's meta kernels (`_lazy/meta`), cached per op and argument signature
 errors are PyTorch's own and are raised at the op.
 """
 import functools
+import time
 
 import jax
 import torch
@@ -317,13 +318,23 @@ def _route(func):
 
 
 _eager_on = eager.ON
+_tracing = counters.op_metric("LazyTracing")
+_clock = time.perf_counter_ns
 
 
 def dispatch(func, args, kwargs):
     """Each op counts as `xla::NAME` (its ATen name, as torch_xla counts the ops its device
-    runs)."""
+    runs), and the time it takes is sampled as `LazyTracing` (as torch_xla's, an op's time
+    includes the ops it is made of)."""
     if _eager_on[0] and eager.outermost():
         return eager.call(dispatch, func, args, kwargs)
+    start = _clock()
+    out = _trace_op(func, args, kwargs)
+    _tracing((start, _clock() - start))  # (an op that raises is not sampled)
+    return out
+
+
+def _trace_op(func, args, kwargs):
     engine, lowering, cached, counter = _recent_route(id(func)) or _routes.get(id(func)) or _route(func)
     next(counter)
     if cached is not None:

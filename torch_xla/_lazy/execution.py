@@ -101,7 +101,8 @@ def mark_step(device=None, wait=False) -> None:
         with _collecting:
             gc.collect()
         _run_all(*_step_roots(device, devices), read=False)
-    read_checks(earlier)
+    with counters.timed("DeviceLockWait"):  # the wait for the step before (its checks)
+        read_checks(earlier)
     if wait:
         wait_device_ops()
 

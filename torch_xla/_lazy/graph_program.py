@@ -131,6 +131,8 @@ class Program(runner.Executable):
             return placed[1]
         target = pjrt.jax_device(device)
         packed = self.pack(scalars) if packed is None else packed
+        if packed:
+            counters.count("DeviceDataCacheMiss")  # torch_xla's name: scalars placed anew
         placed = self.placed = (bits, tuple(jax.device_put(list(packed), target)))
         return placed[1]
 
@@ -382,9 +384,14 @@ def launch(w: Walk, eager: bool = False, found=None) -> Program:
     program = program_for(w, "EagerOpCompileTime" if eager else "CompileTime")
     if found is not None:
         found(program)
+    counters.sample("TensorsGraphSize", len(program.plan))  # the nodes the program replays
     donated, kept, scalars = w.args
-    w.finish(runner.execute(program, donated, kept, program.pack_on(scalars, w.device),
-                            timed_as="EagerOpExecuteTime" if eager else "ExecuteTime"))
+    with counters.timed("UnwrapXlaData"):  # the arguments as the program takes them
+        packed = program.pack_on(scalars, w.device)
+    outputs = runner.execute(program, donated, kept, packed,
+                             timed_as="EagerOpExecuteTime" if eager else "ExecuteTime")
+    with counters.timed("WrapXlaData"):  # the outputs given to their values
+        w.finish(outputs)
     return program
 
 

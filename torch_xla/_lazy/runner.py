@@ -218,6 +218,7 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     with PT_XLA_DEBUG=1 `explain()` then says why."""
     executable = Executable() if executable is None else executable
     counters.count("UncachedCompile")
+    counters.count("CreateCompileHandles")  # torch_xla's count of programs handed to XLA
     start = time.perf_counter_ns()
     lowered = placement.lower(fn, (0,) if donate else (), args)
     counters.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
@@ -235,13 +236,14 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
 
 def execute(executable, *args, timed_as="ExecuteTime"):
     """Launches `executable` on `args` (jax runs it asynchronously), timed as `timed_as`
-    (`ExecuteTime`; an eager op's, `EagerOpExecuteTime`)."""
+    (`ExecuteTime`; an eager op's, `EagerOpExecuteTime`): the launch, not the run."""
     if executable.unmet:
         hosts.meet_before_first_launch()
         executable.unmet = False
     start = time.perf_counter_ns()
     outputs = executable.compiled(*args)
     counters.sample(timed_as, time.perf_counter_ns() - start)
+    counters.fold_if_many()
     return outputs
 
 

@@ -16,6 +16,7 @@ import weakref
 
 import torch
 
+from . import counters
 from .frames import run_without_dynamo
 from .ir import Value
 
@@ -82,6 +83,7 @@ def wrap(value: Value) -> XLATensor:
     t = _make_wrapper(XLATensor, value.shape, None, None, None, value.dtype, torch.strided,
                       _DEVICES[value.device])
     t._value = value
+    next(_created)
     _refs.append(_ref(t))
     if len(_refs) > _bound[0] and _prune_lock.acquire(blocking=False):
         try:
@@ -93,6 +95,7 @@ def wrap(value: Value) -> XLATensor:
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _ref = weakref.ref
+_created = counters.op_counter("CreateXlaTensor")  # torch_xla's names for tensors made and gone
 
 
 def _prune():
@@ -104,6 +107,14 @@ def _prune():
     _refs[:n] = [r for r, t in zip(refs, tensors) if t is not None]
     _bound[0] = max(_MIN_BOUND, 2 * len(_refs))
     return [t for t in tensors if t is not None]
+
+
+def _destroyed() -> int:
+    with _prune_lock:
+        return counters.op_total("CreateXlaTensor") - len(_prune())
+
+
+counters.computed_counter("DestroyXlaTensor", _destroyed)
 
 
 def to_functional(inner: XLATensor) -> torch.Tensor:

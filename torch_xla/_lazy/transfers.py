@@ -1,6 +1,8 @@
 """Transfers between the host and the devices: a CPU tensor's data as a device buffer, and a
 computed value's buffer read back, each counted and timed in the counters
-(`TransferToDevice`, `TransferFromDevice` and their times).
+(`TransferToDevice`, `TransferFromDevice` and their times; `TensorToData`, a CPU tensor made
+device data, cast included), their bytes sampled as torch_xla does (`InboundData` to the
+device, `OutboundData` from it).
 """
 import time
 
@@ -14,9 +16,12 @@ from .replicas import program as replicated
 def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
     """A CPU tensor's data as a buffer on XLA device `device` (cast to `dtype`)."""
     dtype = dtype or t.dtype
-    with counters.timed("TransferToDeviceTime"):
-        data = pjrt.to_device_buffer(t.to(dtype) if t.dtype != dtype else t, device)
+    with counters.timed("TensorToData"):
+        t = t.to(dtype) if t.dtype != dtype else t
+        with counters.timed("TransferToDeviceTime"):
+            data = pjrt.to_device_buffer(t, device)
     counters.count("TransferToDevice")
+    counters.sample("InboundData", t.numel() * t.element_size())
     return Value(tuple(t.shape), dtype, device, data=data)
 
 
@@ -32,4 +37,5 @@ def host_array(value: Value):
     out = pjrt.to_host_array(value.data)
     counters.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
     counters.count("TransferFromDevice")
+    counters.sample("OutboundData", out.nbytes)
     return out

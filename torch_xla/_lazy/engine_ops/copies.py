@@ -2,6 +2,7 @@
 `.item()`, `torch.equal`, `torch.allclose` (each a read of the device: a sync)."""
 import torch
 
+from .. import counters
 from ..dispatch import dispatch, engine_op, trace
 from ..execution import to_cpu
 from ..lowering import REGISTRY
@@ -39,15 +40,23 @@ def _move(x, index):
 @engine_op(aten.copy.default)
 def _copy(self, src, non_blocking=False):
     """The functional copy: `self`'s shape and dtype, `src`'s values (broadcast)."""
+    return wrap(_copied(self, src))
+
+
+def _copied(self, src):
+    """The value of `_copy(self, src)` (no tensor made for it where none is needed)."""
     if not isinstance(src, XLATensor):
-        src = wrap(from_cpu(src, self._value.device, dtype=self.dtype))
+        value = from_cpu(src, self._value.device, dtype=self.dtype)
+        if tuple(value.shape) == tuple(self.shape):
+            return value
+        src = wrap(value)
     elif src._value.device != self._value.device:
         src = _move(src, self._value.device)
     if src.dtype != self.dtype:
         src = _to_copy(src, dtype=self.dtype)
     if tuple(src.shape) != tuple(self.shape):
         src = dispatch(aten.expand_copy.default, (src, list(self.shape)), {})
-    return wrap(src._value)
+    return src._value
 
 
 @engine_op(aten._copy_from.default)
@@ -55,7 +64,7 @@ def _copy_from(self, dst, non_blocking=False):
     """`dst.copy_(self)` across devices: an XLA tensor to another device, or host data into
     an XLA tensor (what `torch.tensor(data, device='xla')` does below functionalization)."""
     if isinstance(dst, XLATensor):
-        dst._value = _copy(dst, self)._value
+        dst._value = _copied(dst, self)
         return dst
     dst.copy_(to_cpu(self._value))
     return dst
@@ -63,6 +72,9 @@ def _copy_from(self, dst, non_blocking=False):
 
 @engine_op(aten._local_scalar_dense.default)
 def _local_scalar_dense(x):
+    """A value read on the host: counted as torch_xla counts it, among the CPU fallbacks
+    (`aten::_local_scalar_dense`), though here no op runs on the CPU."""
+    counters.count("aten::_local_scalar_dense")
     return to_cpu(x._value).item()
 
 
