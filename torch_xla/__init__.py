@@ -6,7 +6,14 @@ a graph that XLA compiles once and replays. As in torch_xla, it also makes
 """
 import os as _os
 
-from . import _lazy  # noqa: F401  (installs the device)
+# jax's import marks a host without TPU chips for libtpu (TPU_SKIP_MDS_QUERY=1); the user's
+# environment stays as it was (`_internal.tpu` reads the variable as the user sets it).
+_skip_mds_query = _os.environ.get("TPU_SKIP_MDS_QUERY")
+import jax as _jax  # noqa: E402,F401
+if _skip_mds_query is None:
+    _os.environ.pop("TPU_SKIP_MDS_QUERY", None)
+
+from . import _lazy  # noqa: F401,E402  (installs the device)
 from .amp import autocast_mode as _autocast_mode
 from .version import __version__  # noqa: F401
 
