@@ -42,6 +42,15 @@ def test_device_type_is_fixed_once_the_runtime_started(monkeypatch):
         xr.set_device_type("TPU")
 
 
+def test_whether_the_runtime_started_is_asked_through_xlac(monkeypatch):
+    """As torch_xla's: scripts that stand in for `_XLAC._xla_runtime_is_initialized` decide."""
+    import torch_xla._XLAC
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    monkeypatch.setattr(torch_xla._XLAC, "_xla_runtime_is_initialized", lambda: False)
+    xr.set_device_type("TPU")
+    assert os.environ["PJRT_DEVICE"] == "TPU"
+
+
 def test_device_type_defaults_to_the_cpu_unless_the_default_is_turned_off():
     """As torch_xla's: an unset PJRT_DEVICE means the CPU; with PJRT_SELECT_DEFAULT_DEVICE=0
     no device is selected (None), and a runtime that has to start says what to set."""

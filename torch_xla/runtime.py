@@ -70,7 +70,8 @@ def is_initialized() -> bool:
 
 def set_device_type(pjrt_device: str) -> None:
     """Selects the PJRT device type ('CPU', 'CUDA', 'TPU'); before the runtime starts."""
-    if is_initialized() and os.environ.get("PJRT_DEVICE", "CPU").upper() != pjrt_device.upper():
+    started = torch_xla._XLAC._xla_runtime_is_initialized()  # asked where torch_xla asks it
+    if started and os.environ.get("PJRT_DEVICE", "CPU").upper() != pjrt_device.upper():
         raise RuntimeError("Can't change device type after XLA runtime is initialized")
     os.environ["PJRT_DEVICE"] = pjrt_device
 

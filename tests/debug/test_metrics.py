@@ -125,3 +125,11 @@ def test_a_value_read_on_the_host_counts_as_torch_xla_counts_it(dev):
         t += 1
     assert met.executed_fallback_ops() == ["aten::_local_scalar_dense"]
     assert "aten::_local_scalar_dense" in met.short_metrics_report(counter_names=["MarkStep"])
+
+
+def test_each_copy_to_the_cpu_counts_as_torch_xla_counts_it(dev):
+    t = torch.ones(3, device=dev) * 2
+    met.clear_all()
+    t.cpu()
+    t.to("cpu")
+    assert met.counter_value("xla::_to_cpu") == 2

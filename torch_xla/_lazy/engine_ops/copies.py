@@ -16,10 +16,14 @@ def _device_index(device):
     return device.index or 0
 
 
+_to_cpu_count = counters.op_counter("xla::_to_cpu")  # as torch_xla counts a copy to the CPU
+
+
 @engine_op(aten._to_copy.default)
 def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
              memory_format=None):
     if device is not None and device.type == "cpu":
+        next(_to_cpu_count)
         out = to_cpu(x._value)
         return out.to(dtype) if dtype is not None and dtype != out.dtype else out
     if device is not None and device.type != "xla":
