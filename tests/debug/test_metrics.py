@@ -90,9 +90,12 @@ def test_scalars_placed_anew_count_as_device_data_cache_misses(dev):
     x = torch.ones(3, device=dev)
     torch_xla.sync()
     met.clear_all()
+    misses = []
     for factor in (2.0, 2.0, 3.0):
         (x * factor).cpu()
-    assert met.counter_value("DeviceDataCacheMiss") == 2  # 2.0 once, then 3.0
+        misses.append(met.counter_value("DeviceDataCacheMiss") or 0)
+    # 2.0 placed once (unless an earlier test left it placed), kept, then 3.0 placed anew
+    assert misses[0] <= 1 and misses[1] == misses[0] and misses[2] == misses[1] + 1
 
 
 def test_tensors_made_and_gone_are_counted(dev):
