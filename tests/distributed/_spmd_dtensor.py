@@ -78,3 +78,17 @@ def sharded_tensors_show_and_change_placements():
     raises(NotImplementedError, lambda: xt.redistribute(mesh, [Partial(), Replicate()]), "Partial")
     raises(IndexError, lambda: xt.redistribute(mesh, [Shard(2), Replicate()]), "out of bounds")
     raises(ValueError, lambda: xs.XLAShardedTensor(t).placements, "mesh_shape and partition_spec")
+
+
+@check
+def sharded_tensors_give_dtensor_their_spec_until_the_layout_changes():
+    from torch_xla.distributed.spmd.xla_sharding import wrap_as_sharded_tensor
+    mesh = xs.Mesh(np.arange(N), (4, 2))
+    xt = xs.mark_sharding(torch.randn(8, 4).to('xla'), mesh, (1, None))
+    first = xt._spec
+    assert first.mesh.device_type == "xla" and first.mesh.shape == (4, 2)
+    assert first.placements == (Replicate(), Shard(0)) and first.tensor_meta.shape == (8, 4)
+    assert xt._spec is first and xt._cached_spec is first
+    moved = wrap_as_sharded_tensor(xt, mesh_shape=(N,), partition_spec=(None, 0))
+    assert moved._spec is not first and moved._spec.placements == (Shard(1),)
+    raises(ValueError, lambda: (xt + xt)._spec, "mesh_shape and partition_spec")

@@ -47,7 +47,7 @@ class XLAShardedTensor(torch.Tensor):
     XLAShardedTensors again. `local_shards` reads the blocks on this process's devices,
     `load_local_shards_` replaces them.
     """
-    __slots__ = ("global_tensor", "mesh_shape", "partition_spec")
+    __slots__ = ("global_tensor", "mesh_shape", "partition_spec", "_cached_spec")
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, mesh_shape=None, partition_spec=None, *args, **kwargs):
@@ -60,6 +60,7 @@ class XLAShardedTensor(torch.Tensor):
         r.mesh_shape = mesh_shape or (inherited.mesh_shape if inherited is not None else None)
         r.partition_spec = partition_spec or (
             inherited.partition_spec if inherited is not None else None)
+        r._cached_spec = None
         return r
 
     @property
@@ -104,6 +105,31 @@ class XLAShardedTensor(torch.Tensor):
                     by_mesh_dim[axis] = dim
         return tuple(Shard(by_mesh_dim[m]) if m in by_mesh_dim else Replicate()
                      for m in range(len(self.mesh_shape)))
+
+    @property
+    def _spec(self):
+        """The layout as DTensor's `DTensorSpec` (what DTensor code reads of a tensor): a
+        `DeviceMesh('xla')` of `mesh_shape` over the devices in order, `placements`, and the
+        global tensor's metadata; made once, until `wrap_as_sharded_tensor` changes the layout.
+        A tensor an op made (no layout given to it) raises ValueError."""
+        if self._cached_spec is None:
+            from torch.distributed.device_mesh import DeviceMesh
+            from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
+            import torch_xla.runtime as xr
+            if self.mesh_shape is None or self.partition_spec is None:
+                raise ValueError("mesh_shape and partition_spec must be specified to create "
+                                 "DTensorSpec (a tensor made by an op has neither): use "
+                                 "wrap_as_sharded_tensor() or mark_sharding() to set them")
+            devices = torch.arange(xr.global_runtime_device_count()).reshape(tuple(self.mesh_shape))
+            meta = TensorMeta(shape=self.global_tensor.shape, stride=self.global_tensor.stride(),
+                              dtype=self.global_tensor.dtype)
+            self._cached_spec = DTensorSpec(mesh=DeviceMesh("xla", devices),
+                                            placements=self.placements, tensor_meta=meta)
+        return self._cached_spec
+
+    def invalidate_spec_cache(self) -> None:
+        """Forgets the `_spec` made (the layout changed)."""
+        self._cached_spec = None
 
     def redistribute(self, device_mesh, placements, *, async_op: bool = False):
         """This tensor laid out over `device_mesh` (a `Mesh`) as DTensor `placements` say, by a
