@@ -43,9 +43,9 @@ def test_an_upload_is_timed_and_its_bytes_counted_each_way(dev):
     t = torch.ones(3, 5, device=dev)  # a factory: no upload
     assert met.metric_data("TensorToData") is None
     t = torch.arange(6, dtype=torch.int32).to(dev)
-    assert met.metric_data("TensorToData")[0] == 1 and met.metric_data("InboundData")[1] == 24
+    assert met.metric_data("TensorToData")[0] == 1 and met.metric_data("OutboundData")[1] == 24
     (t.double() * 2).cpu()
-    assert met.metric_data("OutboundData")[1] == 48
+    assert met.metric_data("InboundData")[1] == 48  # into the host
     assert "Metric: TensorToData" in met.metrics_report()
     met.clear_metrics()
     assert "TensorToData" not in met.metric_names()

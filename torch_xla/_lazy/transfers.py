@@ -1,8 +1,8 @@
 """Transfers between the host and the devices: a CPU tensor's data as a device buffer, and a
 computed value's buffer read back, each counted and timed in the counters
 (`TransferToDevice`, `TransferFromDevice` and their times; `TensorToData`, a CPU tensor made
-device data, cast included), their bytes sampled as torch_xla does (`InboundData` to the
-device, `OutboundData` from it).
+device data, cast included), their bytes sampled as torch_xla does (`OutboundData` out of
+the host to a device, `InboundData` into the host from one).
 """
 import time
 
@@ -21,7 +21,7 @@ def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
         with counters.timed("TransferToDeviceTime"):
             data = pjrt.to_device_buffer(t, device)
     counters.count("TransferToDevice")
-    counters.sample("InboundData", t.numel() * t.element_size())
+    counters.sample("OutboundData", t.numel() * t.element_size())
     return Value(tuple(t.shape), dtype, device, data=data)
 
 
@@ -37,5 +37,5 @@ def host_array(value: Value):
     out = pjrt.to_host_array(value.data)
     counters.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
     counters.count("TransferFromDevice")
-    counters.sample("OutboundData", out.nbytes)
+    counters.sample("InboundData", out.nbytes)
     return out
