@@ -315,3 +315,29 @@ def test_dropout_draws_new_masks_without_recompiling(dev):
     assert count("DynamoCompile") == 0
     assert not torch.equal(first, second)
     assert set(first.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_a_traced_module_with_its_own_parameters_sees_their_updates(dev):
+    import torch_xla._dynamo.dynamo_bridge as bridge
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4)).to(dev)
+    x = torch.randn(5, 6).to(dev)
+    graph = bridge.extract_compiled_graph(torch.fx.symbolic_trace(model), (x,))
+    reference = copy.deepcopy(model)
+    assert_same(graph(x)[0], reference(x))
+    assert_same(model[1].running_mean, reference[1].running_mean)  # the buffer it wrote
+    with torch.no_grad():
+        model[0].weight.mul_(2)
+        reference[0].weight.mul_(2)
+    assert_same(graph(x)[0], reference(x))
+
+
+def test_cpu_tensors_in_a_compiled_graph_follow_each_ops_device_rules(dev):
+    xt, index, cpu = torch.rand(5).to(dev), torch.tensor([4, 0, 2]), torch.arange(3)
+    lazy = count("DynamoLazyGraph")
+    assert_same(torch.compile(lambda a, i: a[i], backend="openxla")(xt, index), xt.cpu()[index])
+    assert_same(torch.compile(lambda t: torch.stack([t]), backend="openxla")(cpu), torch.stack([cpu]),
+                device="cpu")  # a CPU function stays on the CPU
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.compile(lambda a, t: a + t, backend="openxla")(xt[:3], cpu)
+    assert count("DynamoLazyGraph") > lazy

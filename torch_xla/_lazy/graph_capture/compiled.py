@@ -53,7 +53,34 @@ def compile_graph(gm: torch.fx.GraphModule, args) -> "CompiledGraph":
         return CompiledGraph(gm)
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
         return CompiledGraph(gm, lazy="inputs require grad: use backend='openxla' to train")
-    return CompiledGraph(decompose.to_aten(gm, args))
+    state = dict(gm.named_parameters())
+    state.update(gm.named_buffers())
+    if not state:
+        return CompiledGraph(decompose.to_aten(gm, args))
+    return _WithState(gm, list(state), args)
+
+
+class _WithState:
+    """A graph of torch-level calls that holds its own parameters and buffers (an
+    `fx.symbolic_trace`d module; dynamo's graphs take them as inputs): traced with them as
+    inputs of the program, given their current tensors at each call (an optimizer's update is
+    seen; a buffer the graph writes gets its new value)."""
+
+    def __init__(self, gm, names, args):
+        self.gm, self.names = gm, names
+
+        def lifted(*flat):
+            state = dict(zip(names, flat[:len(names)]))
+            return torch.func.functional_call(gm, state, tuple(flat[len(names):]))
+        self.graph = CompiledGraph(decompose.to_aten(lifted, self._state() + list(args)))
+
+    def _state(self):
+        tensors = dict(self.gm.named_parameters())
+        tensors.update(self.gm.named_buffers())
+        return [tensors[n] for n in self.names]
+
+    def __call__(self, *args):
+        return self.graph(*self._state(), *args)
 
 
 class CompiledGraph:
@@ -75,6 +102,11 @@ class CompiledGraph:
 
     def __call__(self, *args):
         plan = self._plan
+        if _has_cpu_tensors(args):
+            # PyTorch's rules for tensors of two devices are each op's (an index tensor may
+            # stay on the CPU, a CPU-only op runs there, others raise): the lazy path keeps them
+            counters.count("DynamoLazyGraph")
+            return self.gm(*args)
         if self._symbolic:
             key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
             plan = self._plans.get(key)
@@ -297,6 +329,13 @@ def _host_nodes(src, fn, limit=8):
         order.append(node)
         return len(order) <= limit
     return order if visit(src) else None
+
+
+def _has_cpu_tensors(args) -> bool:
+    """Whether a tensor argument other than a CPU scalar (which meets any device) is on the
+    CPU."""
+    return any(isinstance(a, torch.Tensor) and type(a) is not XLATensor and a.device.type == "cpu"
+               and a.dim() > 0 for a in args)
 
 
 def _read_inputs(args, positions):
