@@ -48,3 +48,21 @@ def test_alias_with_buffer_donor_config_is_set_within_only():
     with alias_with_buffer_donor_config() as saved:
         assert saved is False and torch_xla._XLAC._xla_get_enable_alias_with_buffer_donor_config()
     assert not torch_xla._XLAC._xla_get_enable_alias_with_buffer_donor_config()
+
+
+def test_nodes_that_leave_the_device_are_collected_and_counters_kept(dev):
+    import torch_xla._dynamo.dynamo_bridge as bridge
+
+    def f(x):
+        y = x + 1
+        return y.cpu() * 2, y * 3
+
+    gm = torch.fx.symbolic_trace(f)
+    met.clear_counters()
+    torch_xla._XLAC._xla_increment_counter("UncachedCompile", 3)
+    collector = bridge.UnsupportedNodesCollector(gm)
+    collector.run(torch.ones(2, device=dev))
+    names = [n.name for n in collector.get_unsupported_nodes()]
+    # the copy to the CPU, the op on its result, and the output returning it
+    assert names == ["cpu", "mul", "output"], names
+    assert met.counter_value("UncachedCompile") >= 3

@@ -109,3 +109,39 @@ class GraphInputMatcher:
             else:
                 inputs.append(args[arg_idx])
         return inputs
+
+
+class UnsupportedNodesCollector(torch.fx.Interpreter):
+    """Runs a graph node by node on real arguments and collects the nodes that cannot be part
+    of an XLA program (torch_xla's partitioning helper): those that ran an op through the CPU
+    fallback, and those with a tensor argument or result that is not an XLA tensor. The
+    counters are left as the nodes' runs make them (none is cleared)."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self._unsupported_nodes = []
+
+    def run_node(self, n: torch.fx.Node):
+        before = _fallback_counts()
+        result = super().run_node(n)
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        if _fallback_counts() != before or not all(
+                _on_xla(v) for v in (result, *args, *kwargs.values())):
+            self._unsupported_nodes.append(n)
+        return result
+
+    def get_unsupported_nodes(self):
+        return self._unsupported_nodes
+
+
+def _fallback_counts():
+    return {name: _counters.counter_value(name) for name in _counters.fallback_counters()}
+
+
+def _on_xla(value) -> bool:
+    """Whether every tensor in `value` (a tensor, or lists and tuples of them) is an XLA tensor."""
+    if isinstance(value, torch.Tensor):
+        return value.device.type == "xla"
+    if isinstance(value, (list, tuple)):
+        return all(_on_xla(v) for v in value)
+    return True
