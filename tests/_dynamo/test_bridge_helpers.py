@@ -1,5 +1,7 @@
 """The dynamo bridge's helpers and settings torch_xla scripts use: the compile counter,
 `config.skip_input_data_check`, `NoneRemover`, the aot_function backend."""
+import copy
+
 import pytest
 import torch
 
@@ -66,3 +68,36 @@ def test_nodes_that_leave_the_device_are_collected_and_counters_kept(dev):
     # the copy to the CPU, the op on its result, and the output returning it
     assert names == ["cpu", "mul", "output"], names
     assert met.counter_value("UncachedCompile") >= 3
+
+
+def test_a_backend_of_its_own_can_call_an_extracted_graph_from_traced_code(dev):
+    """A user backend on AOTAutograd whose forward compiler extracts the graph at the first
+    real call: the extracted graph is called from a function dynamo traces."""
+    from functorch.compile import aot_module_simplified, make_boxed_compiler
+    import torch_xla._dynamo.dynamo_bridge as bridge
+
+    def backend(gm, example_inputs):
+        @make_boxed_compiler
+        @torch._dynamo.disable
+        def forward_compiler(graph, _):
+            compiled = []
+
+            def run(*args):
+                if not compiled:
+                    compiled.append(bridge.extract_compiled_graph(graph, args))
+                return compiled[0](*args)
+            return run
+        return aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler)
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).to(dev)
+    x = torch.randn(2, 4, device=dev, requires_grad=True)
+
+    def step(m, inp):
+        m(inp).mean().backward()
+        return [p.grad for p in m.parameters()]
+
+    expected = step(copy.deepcopy(model), x.detach().clone().requires_grad_())
+    # as dynamo's own test cases run: errors raise, graph breaks in nested calls resume there
+    with torch._dynamo.config.patch(suppress_errors=False, nested_graph_breaks=True):
+        assert_same(torch._dynamo.optimize(backend, nopython=False)(step)(model, x), expected)

@@ -28,7 +28,9 @@ def extract_compiled_graph(xla_model: torch.fx.GraphModule, xla_args):
         if config.skip_input_data_check:
             _refuse_pending(args)
         return graph(*args)
-    return run
+    # called from code dynamo traces (a backend's wrapper of its own): a graph break, never
+    # traced into the engine
+    return torch._dynamo.disable(run)
 
 
 def _refuse_pending(args) -> None:
