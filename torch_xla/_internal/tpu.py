@@ -61,11 +61,6 @@ def _get_metadata(key: str) -> str:
         return response.read().decode()
 
 
-def _env(name: str, default=None):
-    value = os.environ.get(name)
-    return default if value is None else value
-
-
 def _parse_tpu_env(text: str) -> dict:
     """`tpu-env`'s lines, `KEY: 'value'`, as a dict of strings."""
     env = {}
@@ -77,18 +72,19 @@ def _parse_tpu_env(text: str) -> dict:
 
 
 def _using_env_vars() -> bool:
-    return bool(_env(xenv.TPU_SKIP_MDS_QUERY))
+    return bool(os.environ.get(xenv.TPU_SKIP_MDS_QUERY))
 
 
 def build_tpu_env_from_vars() -> dict:
     """`tpu-env` as the environment gives it (TPU_SKIP_MDS_QUERY): the host bounds and chips
     per host stand for the process bounds and chips per process where those are not set."""
+    env = os.environ
     return {
-        xenv.ACCELERATOR_TYPE: _env(xenv.TPU_ACCELERATOR_TYPE),
-        xenv.TPU_PROCESS_BOUNDS: _env(xenv.TPU_PROCESS_BOUNDS, _env(xenv.TPU_HOST_BOUNDS)),
-        xenv.TPU_CHIPS_PER_PROCESS_BOUNDS: _env(xenv.TPU_CHIPS_PER_PROCESS_BOUNDS,
-                                                _env(xenv.TPU_CHIPS_PER_HOST_BOUNDS)),
-        xenv.WORKER_ID: _env(xenv.CLOUD_TPU_TASK_ID, _env(xenv.TPU_WORKER_ID)),
+        xenv.ACCELERATOR_TYPE: env.get(xenv.TPU_ACCELERATOR_TYPE),
+        xenv.TPU_PROCESS_BOUNDS: env.get(xenv.TPU_PROCESS_BOUNDS, env.get(xenv.TPU_HOST_BOUNDS)),
+        xenv.TPU_CHIPS_PER_PROCESS_BOUNDS: env.get(xenv.TPU_CHIPS_PER_PROCESS_BOUNDS,
+                                                   env.get(xenv.TPU_CHIPS_PER_HOST_BOUNDS)),
+        xenv.WORKER_ID: env.get(xenv.CLOUD_TPU_TASK_ID, env.get(xenv.TPU_WORKER_ID)),
     }
 
 
@@ -101,7 +97,7 @@ def get_tpu_env() -> dict:
 
 def process_bounds_size() -> Optional[int]:
     """The processes over every host of the slice (TPU_PROCESS_BOUNDS), or None if unknown."""
-    bounds = _env(xenv.TPU_PROCESS_BOUNDS)
+    bounds = os.environ.get(xenv.TPU_PROCESS_BOUNDS)
     return MeshShape.from_string(bounds).size if bounds else None
 
 
@@ -129,7 +125,7 @@ def num_available_chips() -> int:
 def _accelerator_type() -> str:
     """The slice's accelerator type ('v4-8'): TPU_ACCELERATOR_TYPE or ACCELERATOR_TYPE where
     set, else the metadata's; '' where neither says."""
-    named = _env(xenv.TPU_ACCELERATOR_TYPE) or _env(xenv.ACCELERATOR_TYPE)
+    named = os.environ.get(xenv.TPU_ACCELERATOR_TYPE) or os.environ.get(xenv.ACCELERATOR_TYPE)
     if named:
         return named
     try:
@@ -178,7 +174,7 @@ def num_local_processes() -> int:
 
 def task_id() -> Optional[int]:
     """This process's index among every TPU worker process (CLOUD_TPU_TASK_ID), if set."""
-    value = _env(xenv.CLOUD_TPU_TASK_ID)
+    value = os.environ.get(xenv.CLOUD_TPU_TASK_ID)
     return None if value is None else int(value)
 
 
@@ -192,7 +188,7 @@ def get_worker_ips() -> List[str]:
     with TPU_SKIP_MDS_QUERY, else the metadata's `worker-network-endpoints`
     ('hostname:uid:ip,...')."""
     if _using_env_vars():
-        hosts = _env(xenv.TPU_WORKER_HOSTNAMES, "").split(",")
+        hosts = os.environ.get(xenv.TPU_WORKER_HOSTNAMES, "").split(",")
     else:
         hosts = [w.split(":")[2] for w in _get_metadata("worker-network-endpoints").split(",")]
     return hosts if len(hosts) > 1 else ["localhost"]

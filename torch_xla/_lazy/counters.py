@@ -229,6 +229,7 @@ def short_metrics_report(counter_names_=None, metric_names_=None) -> str:
             lines.append(f"Metric: {name}\n  TotalSamples: {data[0]}\n  Accumulator: {_formatter(name)(data[1])}")
     fallbacks = [n for n in fallback_counters() if n not in counter_names_]
     for name in list(counter_names_) + fallbacks:
-        if counter_value(name):
-            lines.append(f"Counter: {name}\n  Value: {counter_value(name)}")
+        value = counter_value(name)
+        if value:
+            lines.append(f"Counter: {name}\n  Value: {value}")
     return "\n".join(lines) + "\n"

@@ -53,11 +53,17 @@ def compile_graph(gm: torch.fx.GraphModule, args) -> "CompiledGraph":
         return CompiledGraph(gm)
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
         return CompiledGraph(gm, lazy="inputs require grad: use backend='openxla' to train")
-    state = dict(gm.named_parameters())
-    state.update(gm.named_buffers())
+    state = _state_of(gm)
     if not state:
         return CompiledGraph(decompose.to_aten(gm, args))
     return _WithState(gm, list(state), args)
+
+
+def _state_of(gm):
+    """`gm`'s parameters and buffers by name."""
+    state = dict(gm.named_parameters())
+    state.update(gm.named_buffers())
+    return state
 
 
 class _WithState:
@@ -75,8 +81,7 @@ class _WithState:
         self.graph = CompiledGraph(decompose.to_aten(lifted, self._state() + list(args)))
 
     def _state(self):
-        tensors = dict(self.gm.named_parameters())
-        tensors.update(self.gm.named_buffers())
+        tensors = _state_of(self.gm)
         return [tensors[n] for n in self.names]
 
     def __call__(self, *args):
