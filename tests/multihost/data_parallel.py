@@ -3,7 +3,6 @@ layout (checked against torchrun's variables), then a model trained with xm's co
 and the same model trained with DistributedDataParallel on the `xla` backend. Rank 0 prints
 one RESULT line (JSON): both runs' global losses per step; every rank prints its layout.
 Run the same on 2 hosts x 4 processes and 1 host x 8: the losses must agree."""
-import json
 import os
 
 import torch
@@ -15,6 +14,7 @@ import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.distributed.xla_backend  # noqa: F401  (the 'xla' backend)
 import torch_xla.runtime as xr
+from tests.multihost.report import emit
 
 STEPS, ROWS = 4, 4  # rows of the global batch per replica
 
@@ -42,7 +42,7 @@ def _layout():
               "global_runtime_device_count": world, "addressable_device_count": 1,
               "host_index": int(env["GROUP_RANK"]), "local_process_count": int(env["LOCAL_WORLD_SIZE"]),
               "world_size": world, "global_ordinal": int(env["RANK"]), "local_ordinal": int(env["LOCAL_RANK"])}
-    print("LAYOUT", json.dumps({"seen": seen, "wanted": wanted}), flush=True)
+    emit("LAYOUT", {"seen": seen, "wanted": wanted})
     assert seen == wanted, (seen, wanted)
 
 
@@ -71,7 +71,7 @@ def main(index):
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     ddp_losses = _train(ddp, opt, lambda o: o.step(), device)
     if xr.global_ordinal() == 0:
-        print("RESULT", json.dumps({"xm": xm_losses, "ddp": ddp_losses}), flush=True)
+        emit("RESULT", {"xm": xm_losses, "ddp": ddp_losses})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
 """Runs the multi-host scenarios on two hosts simulated as network namespaces (`hosts`),
 each scenario printing one PASS or FAIL line; exits 1 if any failed, 0 if all passed.
 `python -m tests.multihost.run [NAME ...]` runs the named scenarios only."""
-import json
 import math
 import os
 import queue
@@ -15,6 +14,7 @@ import traceback
 
 from tests.multihost import hosts as hosts_module
 from tests.multihost.hosts import Hosts, reap
+from tests.multihost.report import tagged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "tests", "multihost")
@@ -64,8 +64,8 @@ def torchrun(hosts, nodes, nproc, script, *args, devices=1, **extra):
 
 
 def results(out):
-    """The RESULT lines' JSON objects of a run's output."""
-    return [json.loads(line.split(" ", 1)[1]) for line in out.splitlines() if line.startswith("RESULT ")]
+    """The RESULT objects of a run's output."""
+    return tagged(out, "RESULT")
 
 
 def close(a, b, tol=1e-5):
@@ -75,8 +75,7 @@ def close(a, b, tol=1e-5):
 
 def data_parallel(hosts, state):
     two = _wait(torchrun(hosts, 2, 4, "data_parallel.py"))
-    layouts = [json.loads(line.split(" ", 1)[1]) for out in two for line in out.splitlines()
-               if line.startswith("LAYOUT ")]
+    layouts = [layout for out in two for layout in tagged(out, "LAYOUT")]
     if len(layouts) != 8 or any(l["seen"] != l["wanted"] for l in layouts):
         raise Failed(f"layouts: {layouts}")
     one = _wait(torchrun(hosts, 1, 8, "data_parallel.py"))

@@ -12,7 +12,6 @@ same on 1 host x 8 gives the same losses.
 
 Rank 0 prints one RESULT line (JSON) at the end."""
 import argparse
-import json
 import os
 
 import numpy as np
@@ -26,6 +25,7 @@ import torch_xla.distributed.parallel_loader as pl
 import torch_xla.distributed.spmd as xs
 import torch_xla.experimental.distributed_checkpoint as xc
 import torch_xla.runtime as xr
+from tests.multihost.report import emit
 from torch_xla._lazy import pjrt
 from torch_xla.experimental.spmd_fully_sharded_data_parallel import \
     SpmdFullyShardedDataParallel as FSDPv2
@@ -142,7 +142,7 @@ def main():
         result["dcn_rows"] = _hybrid_rows(hybrid)
         result["hsdp"], _ = _train(hybrid, args.steps, ("dcn", "fsdp"))
     if xr.process_index() == 0:
-        print("RESULT", json.dumps(result), flush=True)
+        emit("RESULT", result)
 
 
 if __name__ == "__main__":
