@@ -8,7 +8,7 @@ same on 1 host x 8 gives the same losses.
                  model again with HSDP: data parallel over 'dcn', FSDP over 'fsdp'
   --ckpt DIR     a CheckpointManager at DIR: resume from its last step, if any (checking
                  the restored values against those saved with it), save after every step
-  --announce     print "STEP k" before each step (a driver kills a host then)
+  --announce     emit STEP {"step": k} before each step (a driver kills a host then)
 
 Rank 0 prints one RESULT line (JSON) at the end."""
 import argparse
@@ -96,7 +96,7 @@ def _train(mesh, steps, batch_axes, manager=None, announce=False):
     losses = []
     for step, (x, y) in zip(range(start, steps), loader):
         if announce:
-            print("STEP", step, flush=True)
+            emit("STEP", {"step": step})
         _check_local_part(x, step, batch_axes)
         loss = F.mse_loss(model(x), y)
         loss.backward()
