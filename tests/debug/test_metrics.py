@@ -111,6 +111,14 @@ def test_tensors_made_and_gone_are_counted(dev):
     assert met.counter_value("DestroyXlaTensor") is None
 
 
+def test_a_tensor_from_data_is_one_xla_tensor(dev):
+    met.clear_all()
+    t = torch.tensor([2077, 1], device=dev)
+    assert met.counter_value("CreateXlaTensor") == 1
+    t.add_(1)  # the functional wrapper lifted from it updates in place as any other
+    assert t.tolist() == [2078, 2]
+
+
 def test_counters_of_ops_and_of_tensors_take_increments(dev):
     met.clear_all()
     torch.ones(2, device=dev) + 1

@@ -28,9 +28,10 @@ def _has_same_storage_numel(base, other):
 def _lift_fresh(x):
     """`torch.tensor(data, device='xla')` makes its tensor below functionalization; lifted
     from user code, it becomes a functional tensor like every tensor users hold (inside the
-    engine, a decomposition's constant stays a plain XLATensor)."""
+    engine, a decomposition's constant stays a plain XLATensor). The fresh tensor is
+    wrapped itself: `torch.tensor` makes one XLA tensor, as torch_xla counts it."""
     if dispatch_depth() == 1:
-        return to_functional(wrap(x._value))
+        return to_functional(x)
     return wrap(x._value)
 
 
