@@ -63,11 +63,6 @@ def torchrun(hosts, nodes, nproc, script, *args, devices=1, **extra):
     return procs
 
 
-def results(out):
-    """The RESULT objects of a run's output."""
-    return tagged(out, "RESULT")
-
-
 def close(a, b, tol=1e-5):
     """Whether two lists of losses agree (same length, each within relative `tol`)."""
     return len(a) == len(b) and all(math.isclose(x, y, rel_tol=tol, abs_tol=1e-7) for x, y in zip(a, b))
@@ -79,7 +74,7 @@ def data_parallel(hosts, state):
     if len(layouts) != 8 or any(l["seen"] != l["wanted"] for l in layouts):
         raise Failed(f"layouts: {layouts}")
     one = _wait(torchrun(hosts, 1, 8, "data_parallel.py"))
-    (a,), (b,) = results(two[0]), results(one[0])
+    a, b = _result(two[0]), _result(one[0])
     for kind in ("xm", "ddp"):
         if not close(a[kind], b[kind]):
             raise Failed(f"{kind} losses differ: 2x4 {a[kind]} vs 1x8 {b[kind]}")
@@ -87,9 +82,10 @@ def data_parallel(hosts, state):
 
 
 def _result(out):
-    found = results(out)
+    """The one RESULT object of a run's output."""
+    found = tagged(out, "RESULT")
     if len(found) != 1:
-        raise Failed(f"no RESULT line:\n{out[-3000:]}")
+        raise Failed(f"{len(found)} RESULT lines, not one:\n{out[-3000:]}")
     return found[0]
 
 
