@@ -29,10 +29,10 @@ import torch_xla  # noqa: F401
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
-from ..compare import fallbacks as fallback_names, misplaced
+from ..compare import close_to_reference, fallbacks as fallback_names, misplaced
 from . import error_inputs
 from .catalog import backward_dtypes, dtype_name, entry_dtypes, is_random
-from .tolerances import close_to_reference, tolerance, widen
+from .tolerances import tolerance, widen
 
 SAMPLES = 3, 2  # samples per dtype: float32, every other dtype
 _RANK = {"none": 0, "pass": 1, "fallback": 2, "fail": 3, "wrong": 4}

@@ -106,16 +106,3 @@ def widen(tree):
         return x
     return pytree.tree_map(up, tree)
 
-
-def close_to_reference(a, e, ref, rtol, atol):
-    """Whether the device's result `a` is about as accurate as the CPU's `e`, measured against
-    the float64 result `ref`: its largest error (relative to each element's magnitude, floored
-    at atol) is within twice the CPU's, or within rtol."""
-    a, e, ref = a.to(ref.dtype), e.to(ref.dtype), ref.detach()
-    scale = ref.abs() + atol
-    both_nan = a.isnan() & e.isnan()
-    dev_err = torch.where(both_nan, 0, (a - ref).abs() / scale).nan_to_num(float("inf"))
-    cpu_err = torch.where(both_nan, 0, (e - ref).abs() / scale).nan_to_num(float("inf"))
-    if dev_err.numel() == 0:
-        return True
-    return bool(dev_err.max() <= max(2 * cpu_err.max(), rtol))
