@@ -4,6 +4,8 @@ In torch_xla these live in the C++ extension; here they are thin functions over 
 engine with the same names and arguments.
 """
 
+import json
+
 import jax
 import torch
 
@@ -29,6 +31,16 @@ from torch_xla._lazy import unbounded_dims as _unbounded_dims
 from torch_xla._xlac_cached_graphs import (  # noqa: F401  (their _XLAC names)
     _get_base_seed_as_tensor, _get_seed_info_id, _get_tensors_xla_device_data_node,
     _run_cached_graph, _xla_get_rng_seed, _xla_get_tensor_id, _xla_warm_up_cache)
+
+
+def _xla_mark_tensor(t, info: str):
+    """`t` marked as a pattern's input or output (`info`: a `BoundaryMetadata` as JSON), as
+    `torch.ops.xla.mark_tensor` marks it."""
+    import torch_xla.experimental.xla_marker  # noqa: F401  (defines the op)
+    info = json.loads(info)
+    attr = info.get("attr")
+    return torch.ops.xla.mark_tensor(t, info["name"], info["pos"], info["id"], info["is_input"],
+                                     None if attr is None else tuple(attr.items()))
 
 
 def _get_xla_tensors_text(tensors) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from torch_xla._lazy.graph_capture import export as _export
+from torch_xla._lazy.graph_capture import decompose as _decompose, export as _export
 
 
 @dataclass
@@ -226,6 +226,11 @@ def _plain(tree):
     if isinstance(tree, dict):
         return {k: _plain(v) for k, v in tree.items()}
     return tree
+
+
+def _run_decompositions(exported_model):
+    """`exported_model` decomposed as its export decomposes it: down to ops with lowerings."""
+    return _decompose.decompose_exported(exported_model)
 
 
 def _exported_program_to_stablehlo_bundle(exported_model, options) -> StableHLOModelBundle:

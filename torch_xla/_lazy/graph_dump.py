@@ -15,6 +15,7 @@ from jax._src.lib import hlo as _hlo
 from . import graph_program, pjrt, runner, unbounded_dims
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
+from .lowering import composite
 from .ir import fill_template, format_node, hlo_shape, ir_op_name, xla_shape
 from .tensor import XLATensor, live_values, unwrap
 
@@ -149,8 +150,8 @@ def program_text(tensors, dialect: str = "stablehlo") -> str:
         return hlo_text(_lowered(w))
     symbolic = _symbolic_args(w)
     if symbolic is not None:
-        return runner.export(w.program.run_packed, symbolic).mlir_module()
-    return _lowered(w).as_text(dialect=dialect)
+        return composite.upstream_names(runner.export(w.program.run_packed, symbolic).mlir_module())
+    return composite.upstream_names(_lowered(w).as_text(dialect=dialect))
 
 
 def _symbolic_args(w):

@@ -25,8 +25,8 @@ import numpy as np
 from jax._src.lax.lax import _convert_element_type
 
 from . import compile_explanation, counters, pjrt, runner
-from .ir import In, Node, node_type
-from .lowering import precision
+from .ir import In, Node, fill_template, node_type
+from .lowering import composite, precision
 from .lowering.replay import call_lowering
 
 
@@ -85,12 +85,13 @@ class Program(runner.Executable):
     """A compiled program and the plan it replays (no references to live values).
     `compiled` takes (donated buffers, kept buffers, one array per distinct scalar: `pack`)."""
     __slots__ = ("plan", "roots", "n_donated", "slots", "slot_types", "firsts",
-                 "scalar_layout", "replay", "placed", "precision")
+                 "scalar_layout", "replay", "placed", "precision", "marked")
 
     def __init__(self, plan, roots, n_donated, slots=(), slot_types=(), precision=None):
         super().__init__()
         self.precision = precision  # the products' precision it is compiled under
         self.plan = plan
+        self.marked = any(step[0].fn is composite.mark_tensor for step in plan)  # has composites
         self.roots = roots
         self.n_donated = n_donated
         self.slots, self.slot_types = slots, slot_types
@@ -144,14 +145,35 @@ class Program(runner.Executable):
 
     def run_traced(self, donated, kept, scalars):
         leaves = donated + kept
-        env = []
-        for position, (node_op, template, refs, s0, s1, avals) in enumerate(self.plan):
+        plan = self.plan
+
+        def evaluate(position, env):
+            node_op, template, refs, s0, s1, avals = plan[position]
             inputs = [leaves[i] if p < 0 else env[p][i] for p, i in refs]
             try:
-                env.append(call_lowering(node_op, template, inputs, scalars[s0:s1], avals))
+                return call_lowering(node_op, template, inputs, scalars[s0:s1], avals)
             except Exception as e:
                 raise LoweringError(position, e) from e
+
+        if self.marked:
+            env = {}
+            composite.run_steps(range(len(plan)), self._parents, self._mark, evaluate, env,
+                                entry=lambda x: (x,), value=lambda out: out[0])
+        else:
+            env = []
+            for position in range(len(plan)):
+                env.append(evaluate(position, env))
         return [leaves[i] if p < 0 else env[p][i] for p, i in self.roots]
+
+    def _parents(self, position):
+        return [p for p, _ in self.plan[position][2] if p >= 0]
+
+    def _mark(self, position):
+        node_op, template = self.plan[position][:2]
+        if node_op.fn is not composite.mark_tensor:
+            return None
+        args, kwargs = fill_template(template, (None,), ())  # a mark's arguments are constants
+        return composite.mark_of(node_op, args, dict(kwargs))
 
 
 def _collect(roots):

@@ -19,6 +19,9 @@ from torch_xla._lazy import pjrt, rng
 from torch_xla._lazy import execution
 from torch_xla._lazy import tensor as _tensor
 
+# The `xla` namespace of ops, for definitions of ops of torch_xla's (as it names it here).
+XLA_LIB = torch.library.Library("xla", "FRAGMENT")
+
 
 def xla_device(n: int = None, devkind: str = None) -> torch.device:
     """The XLA device `n` of this process (default: this DataParallel thread's, or 0)."""

@@ -23,6 +23,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from .. import counters, pjrt, rng, runner
 from ..execution import materialize
 from ..ir import Value
+from ..lowering import composite
 from ..tensor import XLATensor, to_functional, unwrap, wrap
 from .decompose import decompose_exported
 from .fx_lowering import GraphFunction, Unsupported
@@ -57,7 +58,7 @@ class ExportedGraph:
             hlo.StablehloCompatibilityRequirement.WEEK_4)
 
     def text(self) -> str:
-        return self.exported.mlir_module()
+        return composite.upstream_names(self.exported.mlir_module())
 
     def bytecode(self) -> bytes:
         """The module as a StableHLO portable artifact (versioned MLIR bytecode)."""

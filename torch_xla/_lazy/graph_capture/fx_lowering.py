@@ -28,7 +28,7 @@ from .. import pjrt
 from ..execution import materialize
 from ..ir import ArgumentEncoder
 from ..op_rules import ALIASES, is_eval_batch_norm
-from ..lowering import load_all, lookup
+from ..lowering import composite, load_all, lookup
 from ..lowering.replay import call_lowering
 from ..lowering.schema import scalar_arguments
 from ..tensor import unwrap
@@ -187,6 +187,7 @@ class GraphFunction:
         self._steps, unsupported = [], []
         self._mutations = []      # (tensor input position, fx node of the new value)
         self._output_nodes = []
+        self._marks = {}          # fx node -> its composite Mark (`lowering.composite`)
         n_placeholders = 0
         for node in gm.graph.nodes:
             if node.op == "placeholder":
@@ -303,6 +304,9 @@ class GraphFunction:
         lowering = lookup(op) or lookup(_copy_variant(op))
         if lowering is None:
             raise Unsupported([str(op)])
+        mark = composite.mark_of(lowering, node.args, node.kwargs)
+        if mark is not None:
+            self._marks[node] = mark
         if lowering.dynamic_shape or (lowering.collective and not self.collectives):
             raise Unsupported([f"{op} ({'output shape depends on values' if lowering.dynamic_shape else 'collective'})"])
         self.collective |= lowering.collective
@@ -427,13 +431,21 @@ class GraphFunction:
         env = dict(self._constants)
         for node, pos in self._placeholders.items():
             env[node] = inputs[pos]
-        for step in self._steps:
-            scope = self.scopes.get(step.node)
+        steps = {step.node: step for step in self._steps}
+
+        def evaluate(node, env):
+            scope = self.scopes.get(node)
             if scope is None:
-                env[step.node] = step.run(env, seeds)
-            else:
-                with jax.named_scope(scope):
-                    env[step.node] = step.run(env, seeds)
+                return steps[node].run(env, seeds)
+            with jax.named_scope(scope):
+                return steps[node].run(env, seeds)
+
+        if self._marks:
+            composite.run_steps(list(steps), lambda n: [a for a in n.all_input_nodes if a in steps],
+                                self._marks.get, evaluate, env)
+        else:
+            for node in steps:
+                env[node] = evaluate(node, env)
         mutated = tuple(env[n] for _, n in self._mutations)
         return mutated, tuple(env[n] for n in self._output_nodes)
 
