@@ -182,8 +182,10 @@ class UsesCustomOp(nn.Module):
 
 def test_custom_ops_allowed_in_graph_become_custom_calls():
     ep = torch.export.export(UsesCustomOp(), (torch.randn(4),))
-    with pytest.raises(NotImplementedError, match="shlo_test.scale.default"):
-        stablehlo.exported_program_to_stablehlo(ep)   # no lowering, and not allowed
+    x = torch.randn(4)
+    own = stablehlo.exported_program_to_stablehlo(ep)   # not allowed: its own kernel, lowered
+    assert "stablehlo.custom_call" not in own.get_stablehlo_text()
+    assert_same(own(x), UsesCustomOp()(x))
     module = stablehlo.exported_program_to_stablehlo(
         ep, stablehlo.StableHLOExportOptions(custom_ops_allowed_in_graph={"shlo_test"}))
     text = module.get_stablehlo_text()

@@ -21,7 +21,7 @@ from torch_xla._lazy import ready as _ready
 from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import counters as _counters
 from torch_xla._lazy import preemption as _preemption
-from torch_xla._lazy.lowering import linalg as _linalg, precision as _precision
+from torch_xla._lazy.lowering import custom_call as _custom_call, linalg as _linalg, precision as _precision
 from torch_xla._lazy import optimization_barrier as _barrier
 from torch_xla._lazy import pjrt as _pjrt
 from torch_xla._lazy.spmd import mark_sharding as _sharding
@@ -227,6 +227,21 @@ def _xla_dot_general(lhs, rhs, dim_vectors, preferred_element_type=None):
     name = str(dtype).removeprefix("torch.")
     return _coll.apply(_linalg.DOT_GENERAL, [lhs, rhs], [(tuple(out.shape), dtype)],
                        dimension_numbers=numbers, dtype=name)[0]
+
+
+def _xla_custom_call(args, call_target, output_shapes, output_dtypes, has_side_effect=False,
+                     backend_config="", api_version=0, frontend_attributes=None):
+    """`stablehlo.custom_call @call_target` on XLA tensors `args`: a list of tensors of the
+    given shapes and dtypes. Not differentiable; XLA resolves the target when the program
+    is compiled (an unknown one fails there, naming it)."""
+    if len(output_shapes) != len(output_dtypes):
+        raise ValueError(f"{len(output_shapes)} output shapes and {len(output_dtypes)} dtypes")
+    avals = [(tuple(int(d) for d in shape), dtype) for shape, dtype in zip(output_shapes, output_dtypes)]
+    return _coll.apply(_custom_call.CUSTOM_CALL, list(args), avals, target=str(call_target),
+                       results=tuple((shape, str(dtype).removeprefix("torch.")) for shape, dtype in avals),
+                       has_side_effect=bool(has_side_effect), backend_config=str(backend_config),
+                       api_version=int(api_version),
+                       frontend_attributes=tuple(sorted((frontend_attributes or {}).items())))
 
 
 def _set_allow_execution(allow: bool) -> None:

@@ -3,8 +3,9 @@
 In order: ops with a meaning to the engine beyond a lowering (`engine_op`s: transfers,
 host reads, aliases; `_lazy/engine_ops` registers them), ops with a lowering (traced into
 the graph), in-place and `out=` forms (their functional form, then the result written
-back), ops PyTorch can decompose (their decomposition, traced op by op), and last the
-explicit, counted CPU fallback (`_lazy/fallback`). Shapes and dtypes of traced ops come
+back), ops PyTorch can decompose (their decomposition, traced op by op), ops of other
+libraries with a kernel of their own for XLA tensors (`op_rules.has_own_kernel`: that
+kernel, its ops traced as any others), and last the explicit, counted CPU fallback (`_lazy/fallback`). Shapes and dtypes of traced ops come
 from PyTorch's meta kernels (`_lazy/meta`), cached per op and argument signature, so
 errors are PyTorch's own and are raised at the op.
 """
@@ -23,6 +24,7 @@ from .ir import NUMBER_TYPES, ArgumentEncoder, Node, Value, fill_template, node_
 from .lowering import load_all, lookup
 from .lowering.schema import scalar_arguments
 from .meta import cpu_error, meta_outputs
+from .op_rules import has_own_kernel, run_own_kernel
 from .tensor import XLATensor, set_dispatch_entry, wrap
 from .transfers import from_cpu
 
@@ -353,6 +355,8 @@ def _trace_op(func, args, kwargs):
     out = func.decompose(*args, **kwargs)
     if out is not NotImplemented:
         return out
+    if has_own_kernel(func):
+        return run_own_kernel(func, args, kwargs)
     return cpu_fallback(func, args, kwargs)
 
 

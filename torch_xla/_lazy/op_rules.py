@@ -5,6 +5,8 @@ the lazy path (`engine_ops`) and the FX path (`graph_capture.fx_lowering`).
   shares the value).
 - Batch norm in evaluation (`is_eval_batch_norm`): the normalised input only, and empty
   saved statistics, as PyTorch's CPU kernels give them (its meta kernels say (C,)).
+- Ops of other libraries with a kernel for XLA tensors (`has_own_kernel`): that kernel runs
+  (`run_own_kernel`) instead of the CPU fallback.
 """
 import torch
 
@@ -29,3 +31,23 @@ def is_eval_batch_norm(op, args, kwargs) -> bool:
     if op in _TRAINABLE_BATCH_NORMS:
         return not (args[5] if len(args) > 5 else kwargs.get("training"))
     return False
+
+
+_TORCH_NAMESPACES = frozenset({"aten", "prims", "quantized", "_quantized", "rngprims"})
+
+
+def has_own_kernel(op) -> bool:
+    """Whether `op`, an operator of a library outside PyTorch's own, brings a kernel for XLA
+    tensors: one registered for the XLA key, or a CompositeExplicitAutograd one (a
+    `torch.library.custom_op`'s implementation), which then runs on the XLA tensors."""
+    if op.namespace in _TORCH_NAMESPACES:
+        return False
+    name = op._schema.name + ("." + op._overloadname if op._overloadname != "default" else "")
+    return any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+               for key in ("XLA", "CompositeExplicitAutograd"))
+
+
+def run_own_kernel(op, args, kwargs):
+    """`op`'s own kernel for XLA tensors, below the engine's dispatch: its ops are traced
+    as any others."""
+    return op.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.XLA), *args, **kwargs)

@@ -76,7 +76,7 @@ class Traced:
     """`fn` traced on arguments of one signature: `callee` (inputs: the arguments' tensors,
     then the captured values, then `scalars`), the output tree, and what it captured."""
     __slots__ = ("callee", "out_spec", "out_static", "captured", "scalars", "n_args",
-                 "seed_positions")
+                 "seed_positions", "plan")
 
     def current_captures(self):
         """The captured inputs as they are now: each tensor's current value."""
@@ -164,7 +164,7 @@ def trace(fn, args, kwargs=None, name=None, raw=False) -> Traced:
                                     name or getattr(fn, "__name__", "traced"), key=key)
     t.out_spec = out_spec
     t.out_static = [_TENSOR if i in out_pos else o for i, o in enumerate(out_flat)]
-    t.captured, t.scalars, t.n_args = captured, tuple(scalars), n_args
+    t.captured, t.scalars, t.n_args, t.plan = captured, tuple(scalars), n_args, plan
     t.seed_positions = tuple(s1 - 1 for op, _, _, _, s1, _ in plan if op.rng)
     del before
     return t

@@ -27,11 +27,13 @@ from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 from .. import pjrt
 from ..execution import materialize
 from ..ir import ArgumentEncoder
-from ..op_rules import ALIASES, is_eval_batch_norm
+from ..op_rules import ALIASES, has_own_kernel, is_eval_batch_norm
 from ..lowering import composite, load_all, lookup
+from ..lowering.custom_call import custom_call, targets_in
 from ..lowering.replay import call_lowering
 from ..lowering.schema import scalar_arguments
 from ..tensor import unwrap
+from ..traced import trace
 
 aten = torch.ops.aten
 load_all()
@@ -115,11 +117,6 @@ def _sympy_to_jax(expr, symbols):
     if isinstance(expr, (Mod, PythonMod)):
         return args[0] % args[1]
     raise Unsupported([f"symbolic size {expr}"])
-
-
-def _jax_aval(aval):
-    shape, dtype = aval
-    return shape, pjrt.to_jax_dtype(dtype)
 
 
 def _cast_to(x, aval):
@@ -302,6 +299,8 @@ class GraphFunction:
         if isinstance(op, torch._ops.OpOverload) and op.namespace in self.custom_calls:
             return self._plan_custom_call(node)
         lowering = lookup(op) or lookup(_copy_variant(op))
+        if lowering is None and isinstance(op, torch._ops.OpOverload) and has_own_kernel(op):
+            return self._plan_own_kernel(node)
         if lowering is None:
             raise Unsupported([str(op)])
         mark = composite.mark_of(lowering, node.args, node.kwargs)
@@ -416,13 +415,42 @@ class GraphFunction:
         outs = val if isinstance(val, (tuple, list)) else (val,)
         if not all(isinstance(v, torch.Tensor) for v in outs):
             raise Unsupported([f"{name} (a custom call with outputs that are not tensors)"])
-        results = [jax.ShapeDtypeStruct(*_jax_aval(aval_of(v, self.symbols))) for v in outs]
+        results = [aval_of(v, self.symbols) for v in outs]
         self.custom_call_targets.add(name)
-        call = jax.ffi.ffi_call(name, results)
 
         def run(env, seeds):
-            out = call(*[env[n] for n in in_nodes])
+            out = custom_call(*[env[n] for n in in_nodes], target=name, results=results)
             return tuple(out) if isinstance(val, (tuple, list)) else out[0]
+        return run
+
+    def _plan_own_kernel(self, node):
+        """An op of another library whose own kernel takes XLA tensors (`op_rules`): the
+        kernel traced once on XLA tensors of the node's input shapes, its ops lowered here as
+        on the lazy path (a custom call it makes is one of this function's)."""
+        op = node.target
+        flat, spec = pytree.tree_flatten((node.args, node.kwargs))
+        positions = [i for i, a in enumerate(flat) if isinstance(a, fx.Node)]
+        in_nodes = [flat[i] for i in positions]
+        vals = [n.meta.get("val") for n in in_nodes]
+        if not all(isinstance(v, torch.Tensor) and all(isinstance(d, int) for d in v.shape) for v in vals):
+            raise Unsupported([f"{op} (its kernel takes arguments other than tensors of static shapes)"])
+        examples = [torch.empty(tuple(v.shape), dtype=v.dtype, device="xla") for v in vals]
+
+        def call(*tensors):
+            filled = list(flat)
+            for i, x in zip(positions, tensors):
+                filled[i] = x
+            args, kwargs = pytree.tree_unflatten(filled, spec)
+            return op(*args, **kwargs)
+        kernel = trace(call, examples, name=str(op))
+        if kernel.captured:
+            raise Unsupported([f"{op} (its kernel reads tensors other than its arguments)"])
+        self.custom_call_targets |= targets_in(kernel.plan)
+        single = isinstance(node.meta["val"], torch.Tensor)
+
+        def run(env, seeds):
+            out = kernel.callee.fn(*[env[n] for n in in_nodes], *kernel.scalars)
+            return out[0] if single else tuple(out)
         return run
 
     # ---- the jax function ------------------------------------------------------------------
