@@ -212,7 +212,7 @@ def metrics_report() -> str:
     for name in counter_names():
         lines.append(f"Counter: {name}")
         lines.append(f"  Value: {counter_value(name)}")
-    return "\n".join(lines) + "\n"
+    return "".join(line + "\n" for line in lines)  # nothing recorded: ""
 
 
 def short_metrics_report(counter_names_=None, metric_names_=None) -> str:
