@@ -5,9 +5,17 @@ The backward is the vector-Jacobian product of the same jax function, which XLA 
 into the usual pair of convolutions. float16/bfloat16 convolutions give float32 results
 and add their bias in float32, rounded once (the engine casts), as PyTorch's CPU kernels.
 float32 convolutions take the products' precision (`precision.setting()`).
+
+A 1×1 convolution without padding or groups is lowered as the matrix product it is (its
+strides a strided slice first): XLA's CPU backend runs its products several times faster
+than its convolutions (forward and backward of a 64×1024×14×14 1×1 convolution, 2 cores:
+2.3 s against 12 s), and its backward is then products too.
 """
+import math
+
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from . import aten, lower
 from ._types import opmath
@@ -28,9 +36,22 @@ def _transposed_weight(w, groups):
     return jnp.flip(w, axis=tuple(range(2, w.ndim)))
 
 
+def _pointwise(x, w, stride):
+    """A 1×1 convolution (no padding, one group) as a product over the channels."""
+    if any(s != 1 for s in stride):
+        x = x[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)]
+    n, c, *spatial = x.shape
+    out = lax.dot_general(x.reshape(n, c, math.prod(spatial)), w.reshape(w.shape[0], c),
+                          (((1,), (1,)), ((), ())), precision=matmul_precision(),
+                          preferred_element_type=opmath(x.dtype))
+    return jnp.transpose(out, (0, 2, 1)).reshape(n, w.shape[0], *spatial)
+
+
 def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
     nd = x.ndim - 2
     dn = _dimension_numbers(nd)
+    if not transposed and groups == 1 and not any(padding) and all(k == 1 for k in w.shape[2:]):
+        return _pointwise(x, w, stride)
     if not transposed:
         return jax.lax.conv_general_dilated(
             x, w, window_strides=stride, padding=[(p, p) for p in padding],
