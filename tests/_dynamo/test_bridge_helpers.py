@@ -52,6 +52,20 @@ def test_alias_with_buffer_donor_config_is_set_within_only():
     assert not torch_xla._XLAC._xla_get_enable_alias_with_buffer_donor_config()
 
 
+def test_a_buffer_marked_for_donation_changes_the_graph_hash_under_the_donor_config(dev):
+    from torch_xla._dynamo.dynamo_bridge import alias_with_buffer_donor_config
+    x = torch.randn(5, 5).to(dev)
+    out = torch.cos(x)
+    plain = torch_xla._XLAC._get_graph_hash([out])
+    assert torch_xla._XLAC._set_buffer_donation(x, True)
+    assert torch_xla._XLAC._get_graph_hash([out]) == plain  # a step without the config: same program
+    with alias_with_buffer_donor_config():
+        donating = torch_xla._XLAC._get_graph_hash([out])
+        torch_xla._XLAC._set_buffer_donation(x, False)
+        assert torch_xla._XLAC._get_graph_hash([out]) == plain
+    assert donating != plain
+
+
 def test_nodes_that_leave_the_device_are_collected_and_counters_kept(dev):
     import torch_xla._dynamo.dynamo_bridge as bridge
 

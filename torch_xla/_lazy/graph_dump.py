@@ -12,7 +12,7 @@ import os
 import torch
 from jax._src.lib import hlo as _hlo
 
-from . import graph_program, pjrt, runner, unbounded_dims
+from . import donation, graph_program, pjrt, runner, unbounded_dims
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
 from .lowering import composite
@@ -203,8 +203,17 @@ def dot(tensors) -> str:
 
 def graph_hash(tensors) -> bytes:
     """A digest of the pending graph behind `tensors` (all pending ones on the first device
-    if empty): equal for graphs that compile to the same program, whatever their data."""
-    return hashlib.sha256(ir_text(list(tensors) or None).encode()).digest()
+    if empty): equal for graphs that compile to the same program, whatever their data.
+    Under the buffer-donor config (`_xla_sync_multi` donates the marked buffers), which of
+    its parameters are marked for donation is part of it: they change the program."""
+    text = ir_text(list(tensors) or None)
+    if donation.with_sync_multi[0]:
+        w = _walk(list(tensors) or None)
+        if w is not None:
+            donated, kept, _ = w.args
+            marked = [i for i, v in enumerate([*donated, *kept]) if donation.is_donor(v)]
+            text += f"donors={marked}\n" if marked else ""
+    return hashlib.sha256(text.encode()).digest()
 
 
 def save_graph(order) -> None:
