@@ -33,10 +33,19 @@ from ..lowering.custom_call import custom_call, targets_in
 from ..lowering.replay import call_lowering
 from ..lowering.schema import scalar_arguments
 from ..tensor import unwrap
-from ..traced import trace
 
 aten = torch.ops.aten
 load_all()
+
+
+# The tracer of torch functions (`traced.trace`), given by the engine's top (`_lazy/__init__`):
+# it runs through the dispatch entry, a stage above this one. Ops with a kernel of their
+# own (`op_rules.has_own_kernel`) are traced through it.
+_kernel_tracer = [None]
+
+
+def set_kernel_tracer(trace) -> None:
+    _kernel_tracer[0] = trace
 
 
 class Unsupported(NotImplementedError):
@@ -442,7 +451,7 @@ class GraphFunction:
                 filled[i] = x
             args, kwargs = pytree.tree_unflatten(filled, spec)
             return op(*args, **kwargs)
-        kernel = trace(call, examples, name=str(op))
+        kernel = _kernel_tracer[0](call, examples, name=str(op))
         if kernel.captured:
             raise Unsupported([f"{op} (its kernel reads tensors other than its arguments)"])
         self.custom_call_targets |= targets_in(kernel.plan)
