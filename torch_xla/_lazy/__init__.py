@@ -8,8 +8,8 @@ the configuration of PyTorch's `openxla` dynamo backend.
 """
 # engine_ops and replicas.collective_ops register themselves on import
 from . import (device, dlpack, engine_ops, inplace, module_conversion,  # noqa: F401
-               out_arguments, packed_sequences, serialization, traced)
-from .graph_capture import dynamo_config, fx_lowering
+               op_rules, out_arguments, packed_sequences, serialization, traced)
+from .graph_capture import dynamo_config
 from .replicas import collective_ops  # noqa: F401
 
 device.install()
@@ -20,4 +20,4 @@ module_conversion.install()
 packed_sequences.install()
 dlpack.install()
 out_arguments.install()
-fx_lowering.set_kernel_tracer(traced.trace)  # exports trace ops' own kernels through dispatch
+op_rules.set_kernel_tracer(traced.trace)  # exports trace ops' own kernels through dispatch

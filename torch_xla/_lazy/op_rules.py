@@ -6,7 +6,9 @@ the lazy path (`engine_ops`) and the FX path (`graph_capture.fx_lowering`).
 - Batch norm in evaluation (`is_eval_batch_norm`): the normalised input only, and empty
   saved statistics, as PyTorch's CPU kernels give them (its meta kernels say (C,)).
 - Ops of other libraries with a kernel for XLA tensors (`has_own_kernel`): that kernel runs
-  (`run_own_kernel`) instead of the CPU fallback.
+  (`run_own_kernel`) instead of the CPU fallback; the FX path traces it (`trace_own_kernel`)
+  with the tracer of torch functions the engine's top gives (`set_kernel_tracer`:
+  `traced.trace`, which runs through the dispatch entry, a stage above the FX path).
 """
 import torch
 
@@ -51,3 +53,15 @@ def run_own_kernel(op, args, kwargs):
     """`op`'s own kernel for XLA tensors, below the engine's dispatch: its ops are traced
     as any others."""
     return op.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.XLA), *args, **kwargs)
+
+
+_kernel_tracer = [None]
+
+
+def set_kernel_tracer(trace) -> None:
+    _kernel_tracer[0] = trace
+
+
+def trace_own_kernel(fn, examples, name):
+    """`fn` (calling an op with its own kernel) traced on XLA tensors `examples`."""
+    return _kernel_tracer[0](fn, examples, name=name)

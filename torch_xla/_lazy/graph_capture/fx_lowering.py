@@ -27,7 +27,7 @@ from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 from .. import pjrt
 from ..execution import materialize
 from ..ir import ArgumentEncoder
-from ..op_rules import ALIASES, has_own_kernel, is_eval_batch_norm
+from ..op_rules import ALIASES, has_own_kernel, is_eval_batch_norm, trace_own_kernel
 from ..lowering import composite, load_all, lookup
 from ..lowering.custom_call import custom_call, targets_in
 from ..lowering.replay import call_lowering
@@ -36,16 +36,6 @@ from ..tensor import unwrap
 
 aten = torch.ops.aten
 load_all()
-
-
-# The tracer of torch functions (`traced.trace`), given by the engine's top (`_lazy/__init__`):
-# it runs through the dispatch entry, a stage above this one. Ops with a kernel of their
-# own (`op_rules.has_own_kernel`) are traced through it.
-_kernel_tracer = [None]
-
-
-def set_kernel_tracer(trace) -> None:
-    _kernel_tracer[0] = trace
 
 
 class Unsupported(NotImplementedError):
@@ -451,7 +441,7 @@ class GraphFunction:
                 filled[i] = x
             args, kwargs = pytree.tree_unflatten(filled, spec)
             return op(*args, **kwargs)
-        kernel = _kernel_tracer[0](call, examples, name=str(op))
+        kernel = trace_own_kernel(call, examples, name=str(op))
         if kernel.captured:
             raise Unsupported([f"{op} (its kernel reads tensors other than its arguments)"])
         self.custom_call_targets |= targets_in(kernel.plan)
