@@ -236,12 +236,11 @@ def _xla_custom_call(args, call_target, output_shapes, output_dtypes, has_side_e
     is compiled (an unknown one fails there, naming it)."""
     if len(output_shapes) != len(output_dtypes):
         raise ValueError(f"{len(output_shapes)} output shapes and {len(output_dtypes)} dtypes")
-    avals = [(tuple(int(d) for d in shape), dtype) for shape, dtype in zip(output_shapes, output_dtypes)]
-    return _coll.apply(_custom_call.CUSTOM_CALL, list(args), avals, target=str(call_target),
-                       results=tuple((shape, str(dtype).removeprefix("torch.")) for shape, dtype in avals),
-                       has_side_effect=bool(has_side_effect), backend_config=str(backend_config),
-                       api_version=int(api_version),
-                       frontend_attributes=tuple(sorted((frontend_attributes or {}).items())))
+    attributes = _custom_call.call_attributes(call_target, zip(output_shapes, output_dtypes),
+                                              has_side_effect, backend_config, api_version,
+                                              frontend_attributes or {})
+    avals = [(shape, dtype) for (shape, _), dtype in zip(attributes["results"], output_dtypes)]
+    return _coll.apply(_custom_call.CUSTOM_CALL, list(args), avals, **attributes)
 
 
 def _set_allow_execution(allow: bool) -> None:

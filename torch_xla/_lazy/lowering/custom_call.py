@@ -27,13 +27,10 @@ _custom_call_p = Primitive("torch_xla_custom_call")
 _custom_call_p.multiple_results = True
 
 
-def _result_avals(results):
-    return [jax.core.ShapedArray(shape, np.dtype(pjrt.to_jax_dtype(getattr(torch, dtype)))) for shape, dtype in results]
-
-
 def _abstract_eval(*operands, target, results, has_side_effect, backend_config, api_version,
                    frontend_attributes):
-    return _result_avals(results)
+    return [jax.core.ShapedArray(shape, np.dtype(pjrt.to_jax_dtype(getattr(torch, dtype))))
+            for shape, dtype in results]
 
 
 def _lower(ctx, *operands, target, results, has_side_effect, backend_config, api_version,
@@ -46,7 +43,7 @@ def _lower(ctx, *operands, target, results, has_side_effect, backend_config, api
     op = _mlir.custom_call(
         target, result_types=[ir.TupleType.get_tuple(types)] if len(types) > 1 else types,
         operands=list(operands), backend_config=backend_config, has_side_effect=has_side_effect,
-        api_version=max(int(api_version), 1), extra_attributes=extra)
+        api_version=max(api_version, 1), extra_attributes=extra)
     if len(types) == 1:
         return op.results
     return [hlo.get_tuple_element(op.result, mlir.i32_attr(i)) for i in range(len(types))]
@@ -56,16 +53,23 @@ _custom_call_p.def_abstract_eval(_abstract_eval)
 mlir.register_lowering(_custom_call_p, _lower)
 
 
-def custom_call(*operands, target, results, has_side_effect=False, backend_config="",
-                api_version=0, frontend_attributes=()):
-    """`stablehlo.custom_call @target` on jax values; `results` are ((shape), torch dtype
-    or its name) pairs. Returns a tuple of jax values, one per result. API version 0 (XLA's
-    "unspecified") is emitted as 1, the original API, as torch_xla does."""
-    results = tuple((tuple(int(d) for d in shape), _dtype_name(dtype)) for shape, dtype in results)
-    return tuple(_custom_call_p.bind(
-        *operands, target=str(target), results=results, has_side_effect=bool(has_side_effect),
+def call_attributes(target, results, has_side_effect=False, backend_config="", api_version=0,
+                    frontend_attributes=()):
+    """A call's attributes as the primitive and a node's key take them: `results` as
+    (((shape), dtype name), ...), `frontend_attributes` (a dict or pairs) as sorted pairs."""
+    return dict(
+        target=str(target), has_side_effect=bool(has_side_effect),
+        results=tuple((tuple(int(d) for d in shape), _dtype_name(dtype)) for shape, dtype in results),
         backend_config=str(backend_config), api_version=int(api_version),
-        frontend_attributes=tuple(sorted((str(k), str(v)) for k, v in dict(frontend_attributes).items()))))
+        frontend_attributes=tuple(sorted((str(k), str(v)) for k, v in dict(frontend_attributes).items())))
+
+
+def custom_call(*operands, **attributes):
+    """`stablehlo.custom_call @target` on jax values (`call_attributes`' arguments; `results`
+    are ((shape), torch dtype or its name) pairs). Returns a tuple of jax values, one per
+    result. API version 0 (XLA's "unspecified") is emitted as 1, the original API, as
+    torch_xla does."""
+    return tuple(_custom_call_p.bind(*operands, **call_attributes(**attributes)))
 
 
 def _dtype_name(dtype):
@@ -78,8 +82,8 @@ def targets_in(plan) -> set:
     return {dict(template[1])["target"] for op, template, *_ in plan if op is CUSTOM_CALL}
 
 
-def _run(*operands, **static):
-    return custom_call(*operands, **static)
+def _run(*operands, **attributes):  # a node's attributes, already `call_attributes`'
+    return tuple(_custom_call_p.bind(*operands, **attributes))
 
 
 CUSTOM_CALL = Lowering("xla::custom_call", _run, static_scalars=True, rng=False, dynamic_shape=False)
