@@ -68,7 +68,10 @@ def ir_text(tensors) -> str:
     a buffer or a dynamic scalar (a program parameter: equal scalars share one) is an
     `xla::device_data()` line before its first use; arguments that are not tensors follow
     as `name=value`, and each root says `ROOT=k` (its place among the outputs)."""
-    w = _walk(tensors)
+    return _walk_text(_walk(tensors))
+
+
+def _walk_text(w) -> str:
     if w is None:
         return "IR {\n  (no pending computation)\n}\n"
     donated, kept, _ = w.args
@@ -206,13 +209,12 @@ def graph_hash(tensors) -> bytes:
     if empty): equal for graphs that compile to the same program, whatever their data.
     Under the buffer-donor config (`_xla_sync_multi` donates the marked buffers), which of
     its parameters are marked for donation is part of it: they change the program."""
-    text = ir_text(list(tensors) or None)
-    if donation.with_sync_multi[0]:
-        w = _walk(list(tensors) or None)
-        if w is not None:
-            donated, kept, _ = w.args
-            marked = [i for i, v in enumerate([*donated, *kept]) if donation.is_donor(v)]
-            text += f"donors={marked}\n" if marked else ""
+    w = _walk(list(tensors) or None)
+    text = _walk_text(w)
+    if donation.with_sync_multi[0] and w is not None:
+        donated, kept, _ = w.args
+        marked = [i for i, v in enumerate([*donated, *kept]) if donation.is_donor(v)]
+        text += f"donors={marked}\n" if marked else ""
     return hashlib.sha256(text.encode()).digest()
 
 
