@@ -5,9 +5,10 @@ host reads, aliases; `_lazy/engine_ops` registers them), ops with a lowering (tr
 the graph), in-place and `out=` forms (their functional form, then the result written
 back), ops PyTorch can decompose (their decomposition, traced op by op), ops of other
 libraries with a kernel of their own for XLA tensors (`op_rules.has_own_kernel`: that
-kernel, its ops traced as any others), and last the explicit, counted CPU fallback (`_lazy/fallback`). Shapes and dtypes of traced ops come
-from PyTorch's meta kernels (`_lazy/meta`), cached per op and argument signature, so
-errors are PyTorch's own and are raised at the op.
+kernel, its ops traced as any others), and last the explicit, counted CPU fallback
+(`_lazy/fallback`). Shapes and dtypes of traced ops come from PyTorch's meta kernels
+(`_lazy/meta`), cached per op and argument signature, so errors are PyTorch's own and are
+raised at the op.
 """
 import functools
 import time

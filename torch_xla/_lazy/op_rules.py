@@ -44,9 +44,8 @@ def has_own_kernel(op) -> bool:
     `torch.library.custom_op`'s implementation), which then runs on the XLA tensors."""
     if op.namespace in _TORCH_NAMESPACES:
         return False
-    name = op._schema.name + ("." + op._overloadname if op._overloadname != "default" else "")
-    return any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
-               for key in ("XLA", "CompositeExplicitAutograd"))
+    return any(op.has_kernel_for_dispatch_key(key) for key in (
+        torch._C.DispatchKey.XLA, torch._C.DispatchKey.CompositeExplicitAutograd))
 
 
 def run_own_kernel(op, args, kwargs):

@@ -11,8 +11,7 @@ import re
 
 import numpy as np
 
-_METRIC = re.compile(r"^Metric: (\S+)\s*$")
-_COUNTER = re.compile(r"^Counter: (\S+)\s*$")
+_HEADER = re.compile(r"^(Metric|Counter): (\S+)\s*$")
 _FIELD = re.compile(r"^\s+(TotalSamples|Accumulator|Percentiles|Value): (.*?)\s*$")
 _PERCENTILE = re.compile(r"([\d.]+)%=(\S+?);?$")
 _SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -51,9 +50,9 @@ def parse_metrics_report(report, dehumanize=True):
     points = {}
     current, is_counter = None, False
     for line in report.splitlines():
-        m = _METRIC.match(line) or _COUNTER.match(line)
-        if m:
-            current, is_counter = m.group(1), line.startswith("Counter")
+        header = _HEADER.match(line)
+        if header:
+            is_counter, current = header.group(1) == "Counter", header.group(2)
             continue
         field = _FIELD.match(line) if current is not None else None
         if field is None:
