@@ -271,12 +271,13 @@ def _get_xla_tensor_debug_info(t) -> str:
     if v.data is None:
         lines.append("XLAData: None")
     else:
-        sharded = len(v.data.devices()) > 1
-        where = "SPMD:0" if sharded else _device_info.real_name(next(iter(v.data.devices())))
+        devices = v.data.sharding.device_set  # known after the buffer was donated too
+        sharded = len(devices) > 1
+        where = "SPMD:0" if sharded else _device_info.real_name(next(iter(devices)))
         lines += ["XLAShardedData" if sharded else "XLAData: ", f"  Data Device: {where}",
                   f"  Data Shape: {_ir.hlo_shape(v.shape, v.dtype)}",
                   f"  OpSharding: {spec or '{replicated}'}" if sharded else
-                  f"  Data Handle: {v.data.unsafe_buffer_pointer()}"]
+                  f"  Data Handle: {'Deleted' if v.data.is_deleted() else v.data.unsafe_buffer_pointer()}"]
     lines += ["Tensor on host: None", "}"]
     return "\n".join(lines) + "\n"
 
@@ -320,12 +321,7 @@ def _global_tensor_from_cpu_shards(shards, op_sharding: OpSharding, global_shape
 def _set_buffer_donation(t, donate: bool) -> bool:
     """Marks `t`'s device buffer for donation to the next program that reads it (the tensor
     then becomes a placeholder); False if `t` has no buffer (it is pending)."""
-    data = _tensor.unwrap(t)._value.data
-    if data is None:
-        return False
-    _donation.mark(data, donate)
-    _counters.count("XlaSetBufferDonation")
-    return True
+    return _donation.set_donor(_tensor.unwrap(t)._value, donate)
 
 
 def _get_buffer_donation(t) -> bool:

@@ -4,9 +4,13 @@ A donor's buffer goes to the next program that reads it, as if no live tensor he
 writes an output of the same shape and dtype into it, and the tensor becomes a placeholder
 (its buffer deleted; reading it raises). A step (`mark_step`) donates donors always; a
 `_xla_sync_multi` without `sync_xla_data` only while `with_sync_multi` is on (torch_xla's
-"alias with buffer donor config").
+"alias with buffer donor config"). A compiled graph (`graph_capture.compiled`) donates the
+donors it reads at every call, as torch_xla's dynamo bridge compiles them in; a graph can mark
+its own inputs (`torch.ops.xla.dynamo_set_buffer_donor_`, `op_rules.SET_BUFFER_DONOR`).
 """
 import weakref
+
+from . import counters
 
 _donors = {}  # id(jax array) -> weak reference to it
 with_sync_multi = [False]
@@ -18,6 +22,20 @@ def mark(array, donate: bool) -> None:
         _donors[key] = weakref.ref(array, lambda _: _donors.pop(key, None))
     else:
         _donors.pop(key, None)
+
+
+def set_donor(value, donate: bool) -> bool:
+    """Marks (or unmarks) the buffer of `value` (an engine Value), counted as
+    `XlaSetBufferDonation`; False if it has none (it is pending)."""
+    if value.data is None:
+        return False
+    mark(value.data, donate)
+    counters.count("XlaSetBufferDonation")
+    return True
+
+
+def any_marked() -> bool:
+    return bool(_donors)
 
 
 def is_donor(array) -> bool:

@@ -9,10 +9,20 @@ the lazy path (`engine_ops`) and the FX path (`graph_capture.fx_lowering`).
   (`run_own_kernel`) instead of the CPU fallback; the FX path traces it (`trace_own_kernel`)
   with the tracer of torch functions the engine's top gives (`set_kernel_tracer`:
   `traced.trace`, which runs through the dispatch entry, a stage above the FX path).
+- `SET_BUFFER_DONOR` (`torch.ops.xla.dynamo_set_buffer_donor_(t, should_donate)`, torch_xla's
+  op for code `torch.compile` captures): marks `t`'s buffer for donation
+  (`_XLAC._set_buffer_donation`) and returns `t`; a no-op on tensors of other devices. On
+  the lazy path it marks the buffer at once (`engine_ops.aliases`); in a compiled graph,
+  the graph's input at every call (`graph_capture.compiled`).
 """
 import torch
 
 aten = torch.ops.aten
+
+_lib = torch.library.Library("xla", "FRAGMENT")
+_lib.define("dynamo_set_buffer_donor_(Tensor t, bool should_donoate) -> Tensor")
+_lib.impl("dynamo_set_buffer_donor_", lambda t, should_donate: t, "CompositeExplicitAutograd")
+SET_BUFFER_DONOR = torch.ops.xla.dynamo_set_buffer_donor_.default
 
 ALIASES = frozenset({aten.detach.default, aten.alias.default, aten.detach_copy.default,
                      aten.alias_copy.default, aten.lift_fresh_copy.default,

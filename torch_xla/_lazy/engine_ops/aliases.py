@@ -1,9 +1,11 @@
-"""Aliases and metadata: ops that hand out the same value (`op_rules.ALIASES`), answer a
-question about storage, lift a constant, or keep a sharding through an in-place update."""
+"""Aliases and metadata: ops that hand out the same value (`op_rules.ALIASES`; marking its
+buffer for donation, `op_rules.SET_BUFFER_DONOR`), answer a question about storage, lift a
+constant, or keep a sharding through an in-place update."""
 import torch
 
+from .. import donation
 from ..dispatch import engine_op
-from ..op_rules import ALIASES
+from ..op_rules import ALIASES, SET_BUFFER_DONOR
 from ..spmd.mark_sharding import propagate
 from ..tensor import XLATensor, dispatch_depth, to_functional, wrap
 
@@ -12,6 +14,12 @@ aten = torch.ops.aten
 
 @engine_op(*(ALIASES - {aten.lift_fresh.default}))  # lift_fresh: below
 def _alias(x, *args, **kwargs):
+    return wrap(x._value)
+
+
+@engine_op(SET_BUFFER_DONOR)
+def _set_buffer_donor(x, should_donate):
+    donation.set_donor(x._value, should_donate)
     return wrap(x._value)
 
 

@@ -29,7 +29,7 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
-from .. import counters, graph_program, pjrt, rng, runner
+from .. import counters, donation, graph_program, pjrt, rng, runner
 from ..replicas import program as replicated
 from ..deferred_checks import has_deferred_checks
 from ..execution import materialize, to_cpu
@@ -129,7 +129,9 @@ run_without_dynamo(CompiledGraph.__call__)
 class _Plan:
     """One lowered graph and its program on each device. The program takes the buffers of
     the inputs the graph writes as donated arguments: each is the input's own buffer when
-    nothing else can read it later (`_donatable`), else a copy of it."""
+    nothing else can read it later or users marked it for donation (`_donatable`), else a
+    copy of it. Inputs the graph only reads are donated too when marked and an output can
+    take their buffer (`_donors`: the program is compiled for each set of them)."""
 
     def __init__(self, fn: GraphFunction):
         self.fn = fn
@@ -140,6 +142,9 @@ class _Plan:
         self.mutated_args = [fn.tensor_inputs[i] for i in fn.mutated_inputs]
         self.owners = {}    # mutated input -> the XLATensors that took its value last call
         self.kept = [i for i in range(len(self.avals)) if i not in set(self.mutated)]
+        # inputs some result shares the buffer of (never donated)
+        self.returned = {x if kind in ("input", "alias") else x[0] for kind, x in fn.output_refs
+                         if kind in ("input", "alias", "view")}
         # (device, layout) -> weak reference to the runner's Executable (the runner's cache
         # keeps programs alive); programs of identical graphs are shared through the runner's
         # cache by the graph's code and inputs, those of graphs holding tensor constants
@@ -152,6 +157,8 @@ class _Plan:
 
     def run(self, args):
         values, device = _read_inputs(args, self.tensor_args)
+        for i, donate in self.fn.donor_marks:
+            donation.set_donor(values[i], donate)
         run = self._run_replicated if self.fn.collective else self._run_program
         mutated, outs = run(values, device)
         counters.count("DynamoExecute")
@@ -176,11 +183,12 @@ class _Plan:
         """(mutated, outputs) of the program on `device`."""
         fused = self._fuse_pending(values, device)
         layout = None if fused is None else fused[1]
-        ref = self.programs.get((device, layout))
+        donors = self._donors(values)
+        ref = self.programs.get((device, layout, donors))
         program = None if ref is None else ref()
         if program is None or not runner.is_cached(program):
-            program = self._compile(values, device, fused)
-            self.programs[(device, layout)] = weakref.ref(program)
+            program = self._compile(values, device, fused, donors)
+            self.programs[(device, layout, donors)] = weakref.ref(program)
         n_rng = self.fn.n_rng
         seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
         if self.mutated:
@@ -189,9 +197,35 @@ class _Plan:
                            for i in self.mutated)
         else:
             args_d = ()
-        args_k = tuple(values[i].data for i in self.kept if values[i].node is None)
+        args_d += tuple(values[i].data for i in donors)
+        args_k = tuple(values[i].data for i in self._buffers(values, donors))
         lazy_args = () if fused is None else fused[0].args[1:]
         return runner.execute(program, args_d, args_k, seeds, lazy_args)
+
+    def _buffers(self, values, donors):
+        """The inputs the graph only reads passed as buffers (not pending, not donated)."""
+        return [i for i in self.kept if values[i].node is None and i not in donors]
+
+    def _donors(self, values):
+        """The inputs the graph only reads that users marked for donation and an output of
+        their shape and dtype can take (XLA ignores the rest), read once by the program, by
+        no pending computation, and no result of the graph is."""
+        if not donation.any_marked():
+            return ()
+        marked = [i for i in self.kept if values[i].node is None and i not in self.returned
+                  and donation.is_donor(values[i].data)]
+        if not marked:
+            return ()
+        outputs = collections.Counter(self.out_avals)
+        inputs = collections.Counter(id(v.data) for v in values)
+        pending = _read_by_pending(live_tensors(values[marked[0]].device))
+        donors = []
+        for i in marked:
+            if outputs[self.avals[i]] and inputs[id(values[i].data)] == 1 \
+                    and id(values[i].data) not in pending:
+                outputs[self.avals[i]] -= 1
+                donors.append(i)
+        return tuple(donors)
 
     def _run_replicated(self, values, device):
         """(mutated, outputs) of a graph holding collectives: one program over every replica
@@ -230,13 +264,16 @@ class _Plan:
         return owners
 
     def _donatable(self, values, device):
-        """The mutated inputs whose buffers the program may take: every live tensor holding
-        one took it from this graph's last write (an alias the user made since holds it
-        too, and then it stays), no pending computation reads it, no other input is it."""
-        if not self.owners:
+        """The mutated inputs whose buffers the program may take: marked for donation, or
+        every live tensor holding one took it from this graph's last write (an alias the user
+        made since holds it too, and then it stays); no pending computation reads it, no
+        other input is it."""
+        marked = {i for i in self.mutated if donation.is_donor(values[i].data)} \
+            if donation.any_marked() else set()
+        if not self.owners and not marked:
             return set()
         live = live_tensors(device)
-        buffers = {id(values[i].data): i for i in self.mutated if i in self.owners}
+        buffers = {id(values[i].data): i for i in self.mutated if i in self.owners and i not in marked}
         foreign = _read_by_pending(live)
         for t in live:
             i = buffers.get(id(t._value.data))
@@ -245,8 +282,8 @@ class _Plan:
                 if owner is None or owner() is not t:
                     foreign.add(id(t._value.data))
         inputs = collections.Counter(id(v.data) for v in values)
-        return {i for i in self.mutated if i in self.owners and id(values[i].data) not in foreign
-                and inputs[id(values[i].data)] == 1}
+        return {i for i in self.mutated if (i in self.owners or i in marked)
+                and id(values[i].data) not in foreign and inputs[id(values[i].data)] == 1}
 
     def _host_value(self, i, args):
         """The new value of mutated input `i` (a CPU scalar), computed on the host from the
@@ -273,15 +310,15 @@ class _Plan:
         materialize([values[i] for i in pending])
         return None
 
-    def _compile(self, values, device, fused):
-        key = (self.key, device, None if fused is None else fused[1])
+    def _compile(self, values, device, fused, donors):
+        key = (self.key, device, None if fused is None else fused[1], donors)
         placement = runner.on_device(device)
         program = runner.lookup(key, placement)
         if program is not None:
             return program
         counters.count("DynamoCompile")
-        fn, n, donated = self.fn, len(values), self.mutated
-        buffers = [i for i in self.kept if values[i].node is None]
+        fn, n, donated = self.fn, len(values), self.mutated + list(donors)
+        buffers = self._buffers(values, donors)
         lazy = None if fused is None else fused[0].program
         computed = {} if fused is None else dict(fused[1][1])  # input -> root of the walk
         leaf_of = {i: k for k, i in enumerate(donated + buffers)}  # input -> argument

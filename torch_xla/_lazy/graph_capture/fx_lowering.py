@@ -27,7 +27,7 @@ from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 from .. import pjrt
 from ..execution import materialize
 from ..ir import ArgumentEncoder
-from ..op_rules import ALIASES, has_own_kernel, is_eval_batch_norm, trace_own_kernel
+from ..op_rules import ALIASES, SET_BUFFER_DONOR, has_own_kernel, is_eval_batch_norm, trace_own_kernel
 from ..lowering import composite, load_all, lookup
 from ..lowering.custom_call import custom_call, targets_in
 from ..lowering.replay import call_lowering
@@ -145,6 +145,8 @@ class GraphFunction:
     ('alias', i) a new tensor with the value of input i (a detach or clone of an input the
     graph does not write), ('const', v) a Python value, v None for None. Outputs that alias
     one value (`x` and `x.detach()`) are one output of the function, not copies.
+    `donor_marks` lists the inputs the graph marks for donation (`op_rules.SET_BUFFER_DONOR`
+    on a placeholder: an alias inside), for the runner to mark their buffers at each call.
 
     With `defer_views`, an output that is a chain of view ops on an input the graph does not
     write (AOTAutograd saves `t(weight)` for the backward) is not computed inside either:
@@ -182,6 +184,7 @@ class GraphFunction:
         self._constants = {}      # fx node -> Python value or jax array
         self._steps, unsupported = [], []
         self._mutations = []      # (tensor input position, fx node of the new value)
+        self.donor_marks = []     # (tensor input position, whether to donate) the graph makes
         self._output_nodes = []
         self._marks = {}          # fx node -> its composite Mark (`lowering.composite`)
         n_placeholders = 0
@@ -288,8 +291,11 @@ class GraphFunction:
             return lambda env, seeds: size(*fill_nodes(node.args, env))
         if op in _NO_VALUE:
             return lambda env, seeds: None
-        if op in ALIASES:
+        if op in ALIASES or op is SET_BUFFER_DONOR:
             source = node.args[0]
+            if op is SET_BUFFER_DONOR and source in self._placeholders:
+                donate = node.args[1] if len(node.args) > 1 else node.kwargs["should_donoate"]
+                self.donor_marks.append((self._placeholders[source], bool(donate)))
             return lambda env, seeds: env[source]
         if op is aten.copy.default or op is aten.copy_.default:
             return self._plan_copy(node)
@@ -340,6 +346,8 @@ class GraphFunction:
         dst, src = node.args[:2]
         aval = aval_of(node.meta["val"], self.symbols)
         if node.target is aten.copy_.default:
+            while isinstance(dst, fx.Node) and dst.target is SET_BUFFER_DONOR:
+                dst = dst.args[0]  # the input itself, as PyTorch returns it
             if dst not in self._placeholders:
                 raise Unsupported([f"copy_ into {dst} (not an input of the graph)"])
             self._mutations.append((self._placeholders[dst], node))
