@@ -1,4 +1,7 @@
 """Lazy execution, the program cache, scalar parameters and buffer donation."""
+import warnings
+
+import numpy as np
 import torch
 
 import torch_xla
@@ -237,6 +240,31 @@ def test_scalars_are_one_parameter_per_distinct_value(dev):
         out = _chain(x, a, b)
         assert out.dtype == torch.float32
         assert_same(out, _chain(xc, a, b))
+
+
+def test_scalars_only_float32_ops_use_are_float32_parameters(dev):
+    """A scalar every use of which is an add, sub, mul or div of float32 tensors is a float32
+    parameter, rounded on the host as the op would round it: the program converts none. One
+    that an op of another dtype reads too stays float64 (and exact there)."""
+    import jax
+    from torch_xla._lazy import graph_program
+    from torch_xla._lazy.tensor import unwrap
+    x, d = torch.randn(4, device=dev), torch.randn(4, dtype=torch.float64, device=dev)
+    xm.mark_step()
+    xc, dc = x.cpu(), d.cpu()
+
+    def program_of(*outs):
+        w = graph_program.walk([unwrap(o)._value for o in outs])
+        return w.program.slot_dtypes, jax.jit(w.program.run_packed).lower(*w.call_args).as_text()
+    dtypes, text = program_of(torch.tanh(x * 0.1) / 3 - 2**40 - 1)
+    assert dtypes == (np.dtype(np.float32),) * 4 and "convert" not in text, text
+    dtypes, _ = program_of(x + 0.1, d + 0.1, x * 2)
+    assert dtypes == (np.dtype(np.float64), np.dtype(np.float32))
+    for out, expected in ((torch.tanh(x * 0.1) / 3 - 2**40 - 1, torch.tanh(xc * 0.1) / 3 - 2**40 - 1),
+                          (x + 1e300, xc + 1e300), (d + 0.1, dc + 0.1), (x - 1e-46, xc - 1e-46)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no overflow warning from the host's rounding
+            assert_same(out, expected)
 
 
 def test_changing_scalars_that_share_a_value_compile_once_per_pattern(dev):

@@ -29,7 +29,7 @@ def test_ir_text_lists_the_pending_ops_without_running_them(dev):
     # its name, operands, then its attributes and where it is a root
     assert re.fullmatch(r"  %0 = f32\[(2,3|3,2)\]\{1,0\} xla::device_data\(\), xla_shape=f32\[(2,3|3,2)\]\{1,0\}", lines[1])
     assert lines[3] == "  %2 = f32[2,2]{1,0} aten::mm(%0, %1), xla_shape=f32[2,2]{1,0}"
-    assert lines[4] == "  %3 = s64[] xla::device_data(), xla_shape=s64[]"  # the 1: a parameter
+    assert lines[4] == "  %3 = f32[] xla::device_data(), xla_shape=f32[]"  # the 1: a float32 parameter
     assert lines[5] == "  %4 = f32[2,2]{1,0} aten::add(%2, %3), xla_shape=f32[2,2]{1,0}"
     assert lines[6] == "  %5 = f32[2,2]{1,0} aten::relu(%4), xla_shape=f32[2,2]{1,0}, ROOT=0"
     assert len(lines) == 8

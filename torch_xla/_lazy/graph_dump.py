@@ -76,7 +76,7 @@ def _walk_text(w) -> str:
         return "IR {\n  (no pending computation)\n}\n"
     donated, kept, _ = w.args
     params, lines, names = [*donated, *kept], ["IR {"], {}
-    slots, slot_types = w.program.slots, w.program.slot_types
+    slots = w.program.slots
 
     def define(key, shape, text):
         names[key] = _Name(f"%{len(lines) - 1}")
@@ -99,7 +99,7 @@ def _walk_text(w) -> str:
             else:
                 base = names[("n", pos)].name
                 inputs.append(_Name(base if len(w.order[pos].avals) == 1 else f"{base}.{index}"))
-        scalars = [device_data(("s", slots[k]), (), graph_program.SCALAR_DTYPES[slot_types[slots[k]]])
+        scalars = [device_data(("s", slots[k]), (), w.program.slot_dtypes[slots[k]])
                    for k in range(s0, s1)]
         args, kwargs = fill_template(template, inputs, scalars)
         arg_names = _argument_names(node.op.name) or []

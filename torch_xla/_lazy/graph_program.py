@@ -13,7 +13,9 @@ has 2, a transformer's AdamW step 11 of 224), and a launch pays per argument. Ea
 own parameter, the same block of ops repeated compiles to one kernel, which XLA compiles
 once; scalars packed into arrays and sliced inside made each repetition's kernel differ
 by its slice, and the program took XLA 3 × as long to compile. Which positions share a
-value is part of the program's key.
+value is part of the program's key. A parameter every use of which converts it to float32
+first (`Lowering.f32_scalars` on float32 tensors: `x * 0.5 + 1`) is a float32 parameter,
+converted on the host: no convert at each use for jax to trace and XLA to compile.
 Buffers that no live tensor holds any more (an in-place update replaced them) are donated,
 so a step keeps one copy of the model.
 """
@@ -22,6 +24,7 @@ import struct
 
 import jax
 import numpy as np
+import torch
 from jax._src.lax.lax import _convert_element_type
 
 from . import compile_explanation, counters, pjrt, runner
@@ -54,6 +57,7 @@ def _scalar_layout(types):
 
 
 _FLOAT_BYTES = struct.Struct("<d").pack
+_F32 = np.dtype(np.float32)
 
 
 def _identity(s):
@@ -81,13 +85,33 @@ def scalar_slots(scalars):
     return tuple(slots), tuple(types)
 
 
+def parameter_dtypes(plan, leaf_dtypes, slots, types) -> tuple:
+    """Each scalar parameter's dtype: its Python type's (`SCALAR_DTYPES`), or float32 for a
+    float or int every use of which is by an op converting its Scalars to float32 first
+    (`Lowering.f32_scalars`, every tensor in and out float32)."""
+    narrow = [t is float or t is int for t in types]
+    if not any(narrow):
+        return tuple(SCALAR_DTYPES[t] for t in types)
+    f32 = torch.float32
+    for node_op, _, refs, s0, s1, avals in plan:
+        if s0 == s1:
+            continue
+        if not (node_op.f32_scalars and all(d is f32 for _, d in avals) and all(
+                (leaf_dtypes[i] if p < 0 else plan[p][5][i][1]) is f32 for p, i in refs)):
+            for n in slots[s0:s1]:
+                narrow[n] = False
+    return tuple(_F32 if n else SCALAR_DTYPES[t] for n, t in zip(narrow, types))
+
+
 class Program(runner.Executable):
     """A compiled program and the plan it replays (no references to live values).
-    `compiled` takes (donated buffers, kept buffers, one array per distinct scalar: `pack`)."""
-    __slots__ = ("plan", "roots", "n_donated", "slots", "slot_types", "firsts",
+    `compiled` takes (donated buffers, kept buffers, one array per distinct scalar: `pack`,
+    of `slot_dtypes`)."""
+    __slots__ = ("plan", "roots", "n_donated", "slots", "slot_types", "slot_dtypes", "firsts",
                  "scalar_layout", "replay", "placed", "precision", "marked")
 
-    def __init__(self, plan, roots, n_donated, slots=(), slot_types=(), precision=None):
+    def __init__(self, plan, roots, n_donated, slots=(), slot_types=(), precision=None,
+                 slot_dtypes=None):
         super().__init__()
         self.precision = precision  # the products' precision it is compiled under
         self.plan = plan
@@ -95,6 +119,8 @@ class Program(runner.Executable):
         self.roots = roots
         self.n_donated = n_donated
         self.slots, self.slot_types = slots, slot_types
+        self.slot_dtypes = tuple(SCALAR_DTYPES[t] for t in slot_types) if slot_dtypes is None \
+            else slot_dtypes
         self.firsts = tuple(slots.index(n) for n in range(len(slot_types)))
         self.scalar_layout = _scalar_layout([slot_types[n] for n in slots])
         self.replay = None  # graph_cache.Replay, once the program ran from a walk
@@ -114,8 +140,8 @@ class Program(runner.Executable):
     def pack(self, scalars):
         """The dynamic scalars as the compiled program takes them: a 0-d array for each
         distinct one."""
-        return tuple([np.array(scalars[i], SCALAR_DTYPES[t])
-                      for i, t in zip(self.firsts, self.slot_types)])
+        with np.errstate(over="ignore"):  # a float beyond float32's range is inf, as in XLA
+            return tuple([np.array(scalars[i], d) for i, d in zip(self.firsts, self.slot_dtypes)])
 
     def pack_on(self, scalars, device):
         """`pack(scalars)` as arrays on XLA device `device`, kept for the next launch: a
@@ -138,9 +164,10 @@ class Program(runner.Executable):
         return placed[1]
 
     def run_packed(self, donated, kept, packed):
-        """The program on its scalar parameters, each made weakly typed (bools are not)."""
-        values = [a if t is bool else _convert_element_type(a, SCALAR_DTYPES[t], weak_type=True)
-                  for a, t in zip(packed, self.slot_types)]
+        """The program on its scalar parameters, each made weakly typed (bools are not, nor
+        float32 ones: float32 tensors are all they meet)."""
+        values = [a if t is bool or d is _F32 else _convert_element_type(a, d, weak_type=True)
+                  for a, t, d in zip(packed, self.slot_types, self.slot_dtypes)]
         return self.run_traced(donated, kept, [values[n] for n in self.slots])
 
     def run_traced(self, donated, kept, scalars):
@@ -375,7 +402,9 @@ def walk(values, held=None):
            tuple((v.shape, v.dtype) for v in donated), tuple((v.shape, v.dtype) for v in kept),
            slots)
     args = (tuple(v.data for v in donated), tuple(v.data for v in kept), tuple(scalars))
-    program = Program(tuple(plan), root_refs, len(donated), *slots, key[0])
+    plan = tuple(plan)
+    dtypes = parameter_dtypes(plan, [v.dtype for v in donated + kept], *slots) if scalars else ()
+    program = Program(plan, root_refs, len(donated), *slots, key[0], dtypes)
     w = Walk(order, roots, key, program, args, derived)
     w.pending, w.leaves = pending, donated + kept
     w.free = tuple(held is not None and id(v.data) not in held for v in w.leaves)

@@ -21,13 +21,17 @@ REGISTRY = {}
 
 
 class Lowering:
-    __slots__ = ("name", "fn", "static_scalars", "rng", "dynamic_shape", "collective", "parameters")
+    __slots__ = ("name", "fn", "static_scalars", "rng", "dynamic_shape", "collective", "parameters",
+                 "f32_scalars")
 
     def __init__(self, name, fn, static_scalars, rng, dynamic_shape, collective=False,
-                 parameters=()):
+                 parameters=(), f32_scalars=False):
         self.name = name
         self.fn = fn
         self.static_scalars = static_scalars  # Scalar arguments are constants, not parameters
+        # on float32 tensors, the Scalar arguments are used as float32 (converted first, as
+        # PyTorch's kernels do): the program may take them as float32 parameters
+        self.f32_scalars = f32_scalars
         # names of int arguments that are program parameters on the lazy path (an index a
         # loop changes each step: one program for every value; the engine checks the range)
         self.parameters = parameters
@@ -60,14 +64,15 @@ def overload_named(name):
     return getattr(getattr(aten, packet), overload or "default")
 
 
-def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False, parameters=()):
+def lower(*ops, static_scalars=False, rng=False, dynamic_shape=False, parameters=(),
+          f32_scalars=False):
     """Registers the decorated function as the lowering of `ops` (overloads or packets;
     a packet stands for its functional overloads)."""
     def register(fn):
         for op in ops:
             for overload in overloads(op):
                 REGISTRY[overload] = Lowering(str(overload), fn, static_scalars, rng, dynamic_shape,
-                                              parameters=tuple(parameters))
+                                              parameters=tuple(parameters), f32_scalars=f32_scalars)
         return fn
     return register
 

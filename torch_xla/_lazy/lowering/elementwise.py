@@ -90,10 +90,11 @@ def _direct(lax_fn, jnp_fn, commutative=False):
     return fn
 
 
-lower(aten.add.Tensor, aten.add.Scalar)(_binary(_direct(lax.add, jnp.add, commutative=True)))
-lower(aten.sub.Tensor, aten.sub.Scalar)(_binary(_direct(lax.sub, jnp.subtract)))
-lower(aten.mul.Tensor, aten.mul.Scalar)(_binary(_direct(lax.mul, jnp.multiply, commutative=True),
-                                                round_scalars=False))
+lower(aten.add.Tensor, aten.add.Scalar, f32_scalars=True)(
+    _binary(_direct(lax.add, jnp.add, commutative=True)))
+lower(aten.sub.Tensor, aten.sub.Scalar, f32_scalars=True)(_binary(_direct(lax.sub, jnp.subtract)))
+lower(aten.mul.Tensor, aten.mul.Scalar, f32_scalars=True)(
+    _binary(_direct(lax.mul, jnp.multiply, commutative=True), round_scalars=False))
 lower(aten.maximum.default)(_binary(jnp.maximum))
 lower(aten.minimum.default)(_binary(jnp.minimum))
 lower(aten.fmax.default)(_binary(jnp.fmax))
@@ -134,12 +135,12 @@ def nextafter(x, y):
     return jnp.nextafter(*promote(x, y))  # in the dtype itself: never widened
 
 
-@lower(aten.rsub.Tensor, aten.rsub.Scalar)
+@lower(aten.rsub.Tensor, aten.rsub.Scalar, f32_scalars=True)
 def rsub(x, y, alpha=1):
     return _binary(jnp.subtract)(y, x, alpha)
 
 
-@lower(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
+@lower(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, f32_scalars=True)
 def div(x, y, rounding_mode=None):
     dtype = result_type(x, y)
     if rounding_mode is None:
