@@ -101,3 +101,12 @@ def test_the_donor_op_outside_a_graph(dev):
     assert not XLAC._get_buffer_donation(t)
     cpu = torch.ones(2)
     assert torch.ops.xla.dynamo_set_buffer_donor_(cpu, True) is cpu  # other devices: nothing
+
+
+def test_the_old_module_of_the_donor_op_only_warns():
+    import importlib
+    import sys
+    sys.modules.pop("torch_xla.experimental.dynamo_set_buffer_donor", None)
+    with pytest.warns(UserWarning, match="auto registered"):
+        importlib.import_module("torch_xla.experimental.dynamo_set_buffer_donor")
+    assert torch.ops.xla.dynamo_set_buffer_donor_.default is not None
