@@ -39,6 +39,15 @@ def test_integers_are_drawn_from_one_hash(dev):
     assert values.unique().tolist() == [3, 4, 5, 6, 7, 8]
 
 
+def test_randperm_is_a_permutation_from_one_hash(dev):
+    perm = torch.randperm(50, device=dev)
+    assert _program_text(perm).count("shift-right-logical") <= 20 * 2, "more than one hash"
+    for n, dtype in [(0, torch.int64), (1, torch.int64), (50, torch.int32), (3000, torch.float32)]:
+        drawn = torch.randperm(n, device=dev, dtype=dtype)
+        assert drawn.dtype == dtype and sorted(drawn.cpu().tolist()) == list(range(n))
+    assert not torch.equal(torch.randperm(50, device=dev).cpu(), perm.cpu())
+
+
 @pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
                                    torch.int64, torch.float16, torch.bfloat16, torch.float32,
                                    torch.float64])

@@ -153,7 +153,15 @@ def randint(*args, generator=None, dtype=None, layout=None, device=None, pin_mem
 
 @lower(aten.randperm.default, rng=True)
 def randperm(n, generator=None, dtype=None, layout=None, device=None, pin_memory=None, *, key):
-    return jax.random.permutation(key, n).astype(pjrt.to_jax_dtype(dtype) if dtype else np.int64)
+    """0..n-1 ordered by 64-bit random keys: one hash and one sort while n < 2**21 (a round
+    more per 2**21 as n grows: ties stay unlikely), where jax.random.permutation splits its
+    key and sorts by 32-bit keys."""
+    order = jnp.arange(n, dtype=np.int64)
+    rounds = max(1, -(-3 * max(n - 1, 1).bit_length() // 64))
+    for r in range(rounds):
+        bits = jax.random.bits(jax.random.fold_in(key, r) if r else key, (n,), np.uint64)
+        order = jax.lax.sort((bits, order), num_keys=1, is_stable=True)[1]
+    return order.astype(pjrt.to_jax_dtype(dtype) if dtype else np.int64)
 
 
 def _like_dtype(x, dtype):
