@@ -44,7 +44,7 @@ STAGES = (
     ("torch_xla._lazy.tensor", "torch_xla._lazy.replicas.program",
      "torch_xla._lazy.dynamic_shape_detector", "torch_xla._lazy.unbounded_dims"),
     ("torch_xla._lazy.ir", "torch_xla._lazy.rng", "torch_xla._lazy.spmd.layout",
-     "torch_xla._lazy.op_rules"),
+     "torch_xla._lazy.op_rules", "torch_xla._lazy.program_store"),
     ("torch_xla._lazy.runner", "torch_xla._lazy.compile_explanation"),
     ("torch_xla._lazy.pjrt", "torch_xla._lazy.device_info", "torch_xla._lazy.counters",
      "torch_xla._lazy.caches", "torch_xla._lazy.hosts",

@@ -100,8 +100,9 @@ def test_second_process_loads_programs_from_the_cache(tmp_path):
     cache = tmp_path / "cache"
     first = _run(cache, "write")
     assert first["hit"] is None and first["miss"] == first["compiled"] >= 1
-    entries = sorted(os.listdir(cache))
-    assert len(entries) == first["compiled"]
+    entries = sorted(os.listdir(cache))  # jax's entries, and the engine's own (`programs`)
+    assert len(entries) == first["compiled"] + 1 and "programs" in entries
+    assert len(os.listdir(cache / "programs")) == first["compiled"]
 
     second = _run(cache, "readonly")
     assert second["values"][0] == first["values"][0] == [9.0, 27.0]
@@ -110,3 +111,4 @@ def test_second_process_loads_programs_from_the_cache(tmp_path):
     assert second["hit"] == first["compiled"] and second["miss"] is None
     assert second["compiled"] == first["compiled"] + 1
     assert sorted(os.listdir(cache)) == entries
+    assert len(os.listdir(cache / "programs")) == first["compiled"]

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from jax._src.lax.lax import _convert_element_type
 
-from . import compile_explanation, counters, pjrt, runner
+from . import compile_explanation, counters, pjrt, program_store, runner
 from .ir import In, Node, fill_template, node_type
 from .lowering import composite, precision
 from .lowering.replay import call_lowering
@@ -462,4 +462,5 @@ def program_for(w: Walk, timed_as: str = "CompileTime") -> Program:
     counters.sample("InputOutputAliasCount", program.n_donated)  # buffers the program donates
     return runner.compile(program.run_packed, w.call_args, placement, key=key,
                           donate=program.n_donated > 0, executable=program, timed_as=timed_as,
-                          explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
+                          explain=lambda: compile_explanation.explain_compile(w.order, w.roots),
+                          stored=program_store.entry(key, placement))

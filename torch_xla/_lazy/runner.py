@@ -33,7 +33,8 @@ The runner owns what every program shares:
 - PT_XLA_DEBUG=1: `explain` (given by the caller, which knows what the program is made
   of) runs after each compilation;
 - the persistent cache (`initialize_persistent_cache`): jax's own on-disk cache, which
-  every compilation here consults.
+  every compilation here consults, after the caller's entry in a store of its own
+  (`stored=`: `program_store`, a lazy graph's executable under the engine's key).
 `lower` and `export` give the same program's StableHLO without compiling it.
 """
 import os
@@ -210,20 +211,29 @@ def is_cached(executable) -> bool:
 
 
 def compile(fn, args, placement, *, key=None, donate=False, explain=None, executable=None,
-            timed_as="CompileTime"):
+            timed_as="CompileTime", stored=None):
     """`fn` compiled for `args` (a tuple: the positional arguments) under `placement`, as an
     Executable (`executable` if given), cached under `key` unless it is None. With `donate`
-    the buffers of `args[0]` are donated to the program. Counted and timed as
+    the buffers of `args[0]` are donated to the program. `stored`: the program's entry in a
+    store on disk (`program_store`), loaded instead of compiling when it is there (counted as
+    `PersistentCacheHit`), written after compiling otherwise. Counted and timed as
     `UncachedCompile` and `timed_as` (`CompileTime`; an eager op's, `EagerOpCompileTime`);
     with PT_XLA_DEBUG=1 `explain()` then says why."""
     executable = Executable() if executable is None else executable
     counters.count("UncachedCompile")
-    counters.count("CreateCompileHandles")  # torch_xla's count of programs handed to XLA
     start = time.perf_counter_ns()
-    lowered = placement.lower(fn, (0,) if donate else (), args)
-    counters.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
-    executable.compiled = lowered.compile(placement.options())
-    executable.unmet = hosts.spans_processes(executable.compiled)
+    compiled = None if stored is None else stored.load()
+    if compiled is not None:
+        counters.count("PersistentCacheHit")
+    else:
+        counters.count("CreateCompileHandles")  # torch_xla's count of programs handed to XLA
+        lowered = placement.lower(fn, (0,) if donate else (), args)
+        counters.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
+        compiled = lowered.compile(placement.options())
+        if stored is not None:
+            stored.store(compiled)
+    executable.compiled = compiled
+    executable.unmet = hosts.spans_processes(compiled)
     counters.sample(timed_as, time.perf_counter_ns() - start)
     if explain is not None and compile_explanation.enabled():
         explain()
@@ -274,6 +284,11 @@ _PERSISTENT_EVENTS = {
     "/jax/compilation_cache/cache_misses": "PersistentCacheMiss",
 }
 _persistent = {"path": None, "readonly": None}
+
+
+def persistent_cache():
+    """(the persistent cache's folder, whether it is read-only), or None while it is off."""
+    return None if _persistent["path"] is None else (_persistent["path"], _persistent["readonly"])
 
 
 def _on_event(event, **kwargs):
