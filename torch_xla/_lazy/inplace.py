@@ -40,8 +40,12 @@ _HOT = {
     "lerp_.Scalar": aten.lerp.Scalar, "lerp_.Tensor": aten.lerp.Tensor,
     "sqrt_": aten.sqrt.default, "clamp_min_": aten.clamp_min.default,
     "clamp_max_": aten.clamp_max.default,
-    # what factories (`torch.zeros`, `torch.full`) run on the new tensor
+    # what factories (`torch.zeros`, `torch.full`, `make_tensor`) run on the new tensor
     "zero_": aten.zero.default, "fill_.Scalar": aten.fill.Scalar,
+    "uniform_": aten.uniform.default, "normal_": aten.normal_functional.default,
+    "random_": aten.random.default, "random_.from": getattr(aten.random, "from"),
+    "random_.to": aten.random.to, "exponential_": aten.exponential.default,
+    "geometric_": aten.geometric.default,
 }
 
 _TYPE_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
