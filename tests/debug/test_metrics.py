@@ -83,6 +83,7 @@ def test_a_step_samples_its_graph_and_the_wrapping_of_its_data(dev):
     for name in ("UnwrapXlaData", "WrapXlaData", "DeviceLockWait"):
         assert met.metric_data(name)[0] == 1, name
     assert met.counter_value("CreateCompileHandles") == met.counter_value("UncachedCompile") == 1
+    assert met.counter_value("StableHloCompile") == 1  # compiled from StableHLO, as all are
     assert y.cpu().tolist() == [3.0, 3.0, 3.0]
 
 

@@ -227,6 +227,7 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
         counters.count("PersistentCacheHit")
     else:
         counters.count("CreateCompileHandles")  # torch_xla's count of programs handed to XLA
+        counters.count("StableHloCompile")  # every program reaches XLA as StableHLO
         lowered = placement.lower(fn, (0,) if donate else (), args)
         counters.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
         compiled = lowered.compile(placement.options())
