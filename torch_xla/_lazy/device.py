@@ -89,8 +89,6 @@ def _factory(op, *args, **kwargs):
     """Factory ops on an XLA device: traced below, wrapped for functionalization unless the
     call already comes from below it (a decomposition inside the engine)."""
     device_guard.check(kwargs.get("device"))
-    if op._schema.name in _DEFAULT_FLOAT and kwargs.get("dtype") is None:
-        kwargs["dtype"] = torch.get_default_dtype()
     downcast = bf16_mode()
     if downcast and op._schema.name != "aten::_to_copy":
         dtype = kwargs.get("dtype") or torch.get_default_dtype()
@@ -145,11 +143,9 @@ def _copy_from(src, dst, non_blocking=False):
 _WHOLE_FACTORIES = ("arange", "arange.start", "arange.start_step", "linspace", "logspace",
                     "eye", "eye.m", "range", "range.step", "kaiser_window",
                     "kaiser_window.periodic", "kaiser_window.beta",
-                    # random factories: whole, a fresh tensor (PyTorch's composite fills an
-                    # empty one in place, and the views of it taken later start out of date)
-                    "rand", "randn", "randint", "randint.low", "randperm", "randperm.generator")
-# factories whose dtype=None means the default float dtype (made explicit for the lowering)
-_DEFAULT_FLOAT = {"aten::rand", "aten::randn"}
+                    # whole, a fresh tensor (PyTorch's composite writes an empty one through
+                    # `randperm.out`, and views of it taken later start out of date)
+                    "randperm", "randperm.generator")
 
 def _backward_on_the_calling_thread() -> None:
     """PyTorch's autograd engine runs the backward pass of a non-CPU device on a thread of
