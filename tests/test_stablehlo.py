@@ -231,3 +231,16 @@ def test_stablehlo_test_utils_wrap_a_function_for_export():
     ep = torch.export.export(m, (torch.ones(2), torch.full((2,), 3.0)))
     assert ep.module()(torch.ones(2), torch.full((2,), 3.0)).tolist() == [4.0, 4.0]
     assert st.has_tf_package() == (importlib.util.find_spec("tensorflow") is not None)
+
+
+def test_save_functions_are_reachable_from_the_package():
+    """torch_xla exports `save_as_stablehlo` and `save_torch_model_as_stablehlo` at its top
+    (upstream's tests import them from there); other names still raise AttributeError."""
+    import pytest
+    import torch_xla
+    import torch_xla.stablehlo as stablehlo
+    from torch_xla import save_as_stablehlo, save_torch_model_as_stablehlo
+    assert save_as_stablehlo is stablehlo.save_as_stablehlo
+    assert save_torch_model_as_stablehlo is stablehlo.save_torch_model_as_stablehlo
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        torch_xla.not_a_name

@@ -29,3 +29,14 @@ _gru.patch_torch_gru()  # torch.nn.GRU runs as a scan on XLA tensors, as in torc
 
 if _os.environ.get("XLA_USE_EAGER_DEBUG_MODE", "0") == "1":  # eager mode from the start
     experimental.eager_mode(True)
+
+_STABLEHLO_NAMES = ("save_as_stablehlo", "save_torch_model_as_stablehlo")
+
+
+def __getattr__(name):
+    """`torch_xla.save_as_stablehlo` and `save_torch_model_as_stablehlo`, as torch_xla exports
+    them, imported at first use (`torch_xla.stablehlo` imports torch.export: 0.7 s)."""
+    if name in _STABLEHLO_NAMES:
+        from . import stablehlo
+        return getattr(stablehlo, name)
+    raise AttributeError(f"module 'torch_xla' has no attribute '{name}'")
