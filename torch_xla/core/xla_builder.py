@@ -1,4 +1,8 @@
-"""torch_xla.core.xla_builder: calling jax functions from PyTorch/XLA code (`call_jax`).
+"""torch_xla.core.xla_builder: XLA's Python op builder (`Op`, `Type`, `Shape`, `mkop`), and
+calling jax functions from PyTorch/XLA code (`call_jax`).
+
+The op builder's `Op`s wrap jax values (`_op_builder`); `xla_computation_as_func` and
+`xla_op_registry` run the computations built with it on XLA tensors through `call_jax`.
 
 `call_jax(fn, args, kwargs)` records `fn`, a jax function, as one op of the lazy graph:
 its XLA tensor arguments (anywhere in the `args`/`kwargs` pytree) become the op's inputs,
@@ -15,6 +19,10 @@ import torch
 from jax._src import config as _jax_config
 
 from .._lazy import jax_functions
+from ._op_builder import (  # noqa: F401  (torch_xla's op builder API)
+    Builder, Computation, Op, Shape, Type, XLA_PT_TYPE_MAP as _XLA_PT_TYPE_MAP,
+    PT_XLA_TYPE_MAP as _PT_XLA_TYPE_MAP, create_builder, create_computation,
+    get_computation_hlo, lowering_function, mkleaf, mkop, mkshape, tensor_shape)
 
 
 class _Specialized:
@@ -93,3 +101,12 @@ def create_placeholder_tensor(shape, dtype) -> torch.Tensor:
     can be traced into graphs, to look at their program, but not read (RuntimeError)."""
     from .._lazy import device
     return device.placeholder(shape, dtype, "xla:0")
+
+
+def xla_computation_as_func(computation, name=None):
+    """A computation built with `Op`s as a function of a list of XLA tensors (its
+    parameters, in order) returning the list of its results."""
+    def fn(input_tensors):
+        out = call_jax(computation, tuple(input_tensors))
+        return list(out) if isinstance(out, tuple) else [out]
+    return fn
