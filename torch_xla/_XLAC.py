@@ -18,6 +18,7 @@ from torch_xla._lazy import graph_dump as _graph_dump
 from torch_xla._lazy import ir as _ir
 from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import ready as _ready
+from torch_xla._lazy import scopes as _scopes
 from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import counters as _counters
 from torch_xla._lazy import preemption as _preemption
@@ -108,8 +109,11 @@ def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool 
 
 
 def _xla_step_marker(device: str = "", devices=(), wait: bool = True, reset_scope: bool = True) -> None:
-    """Ends the step (`execution.mark_step`); with `wait`, returns once the programs have run."""
+    """Ends the step (`execution.mark_step`); with `wait`, returns once the programs have run;
+    with `reset_scope`, raises if a profiler `Trace` region is open."""
     _execution.mark_step(wait=wait)
+    if reset_scope:
+        _scopes.reset()
 
 
 def _xla_wait_device_ops(devices=()) -> None:

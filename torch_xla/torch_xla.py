@@ -19,6 +19,7 @@ from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import dynamic_shape_detector as _detector
 from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import execution as _execution
+from torch_xla._lazy import scopes
 
 __all__ = ["device", "devices", "real_devices", "device_count", "sync", "step", "compile",
            "manual_seed", "launch", "set_custom_compile_options"]
@@ -59,13 +60,15 @@ def sync(wait: bool = False, reset_scope: bool = True) -> None:
     """Ends the step: runs every pending computation (one program per device; on a
     DataParallel thread, its device's), then the closures `xm.add_step_closure` queued.
 
-    `wait` (or XLA_SYNC_WAIT=1) blocks until the programs have run. `reset_scope` is
-    accepted for torch_xla's signature: IR nodes carry no scope names here, so there is no
-    scope to keep or reset.
+    `wait` (or XLA_SYNC_WAIT=1) blocks until the programs have run. With `reset_scope`,
+    a step may not end inside a profiler `Trace` region (RuntimeError naming it, once the
+    programs ran).
     """
     if xu.getenv_as('XLA_EMIT_STEPLOG', bool, False):
         print('torch_xla.torch_xla::sync', file=sys.stderr, flush=True)
     _execution.mark_step(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait))
+    if reset_scope:
+        scopes.reset()
     closures.run_step_closures()
 
 

@@ -60,3 +60,24 @@ def test_server_and_trace(dev, tmp_path):
             xp.trace("otherhost:9012", str(tmp_path / "x"), duration_ms=10)
     finally:
         xp.stop_server()
+
+
+def test_a_step_may_not_end_inside_a_trace_region():
+    import torch_xla
+    torch_xla.sync()  # a step ended: sibling regions are counted from 1
+    with pytest.raises(RuntimeError, match=r"Expecting scope to be empty but it is conv1\.1$"):
+        with xp.Trace("conv1"):
+            torch_xla.sync()
+    torch_xla.sync()  # outside every region: ends the step, ids count from 1 again
+
+    @xp.trace_me("outer")
+    def nested():
+        with xp.Trace("a"):
+            pass
+        with xp.Trace("b"):
+            torch_xla.sync()
+    with pytest.raises(RuntimeError, match=r"but it is outer\.1/b\.2$"):
+        nested()
+    torch_xla.sync()  # the regions closed: the step ends
+    with xp.StepTrace("train_step", step_num=0):  # closes its scope, then ends the step
+        pass

@@ -13,6 +13,7 @@ import time
 import jax.profiler
 
 import torch_xla.runtime as xr
+from torch_xla._lazy import scopes
 
 _server = [None, None]  # the ProfilerServer of this process and its port
 
@@ -97,20 +98,45 @@ def trace_detached(*args, **kwargs) -> threading.Thread:
 
 
 class Trace(jax.profiler.TraceAnnotation):
-    """Names the code run inside `with Trace(name, **metadata):` in the trace."""
+    """Names the code run inside `with Trace(name, **metadata):` in the trace. As in
+    torch_xla, the region is a scope: a step may not end inside it (`torch_xla.sync()`
+    there raises RuntimeError naming the scope)."""
+
+    def __init__(self, name: str, **kwargs):
+        self.name = name
+        super().__init__(name, **kwargs)
+
+    def __enter__(self):
+        scopes.push(self.name)
+        self._scoped = True
+        return super().__enter__()
+
+    def _close_scope(self):
+        if getattr(self, "_scoped", False):
+            self._scoped = False
+            scopes.pop()
+
+    def __exit__(self, *exc):
+        self._close_scope()
+        return super().__exit__(*exc)
 
 
-class StepTrace(jax.profiler.StepTraceAnnotation):
+class StepTrace(Trace):
     """A training step in the trace (`with StepTrace('train', step_num=i):`); like
-    torch_xla's, it ends the step (`mark_step`) on exit, so the step's program runs
-    inside it."""
+    torch_xla's, it ends the step (`mark_step`) on exit, its scope closed first, so the
+    step's program runs inside the region."""
+
+    def __init__(self, name: str, **kwargs):
+        self.name = name
+        jax.profiler.TraceAnnotation.__init__(self, name, _r=1, **kwargs)
 
     def __exit__(self, *exc):
         import torch_xla
+        self._close_scope()
         try:
             torch_xla.sync()
         finally:
-            return super().__exit__(*exc)
+            super().__exit__(*exc)
 
 
 def trace_me(name: str):
