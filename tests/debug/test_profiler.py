@@ -46,7 +46,9 @@ def _free_port():
 
 def test_server_and_trace(dev, tmp_path):
     port = _free_port()
-    assert xp.start_server(port) is not None
+    server = xp.start_server(port)
+    assert server is not None
+    assert xp.start_server(port) is server  # started again on its port: the running one
     step = lambda: (torch.ones(3, device=dev) + 1).sum().item()  # noqa: E731
     step()  # compiled before the capture: no iteration spans the window's end on a busy machine
     try:

@@ -21,9 +21,12 @@ _server = [None, None]  # the ProfilerServer of this process and its port
 def start_server(port: int, only_on_master: bool = True):
     """Starts the profiler server of this process on `port` (tools such as TensorBoard's
     "capture profile" connect to it). With `only_on_master`, processes other than the
-    local master start none and get None."""
+    local master start none and get None. Starting it again on the port it serves returns
+    the running server; jax serves one port per process (ValueError for another)."""
     if only_on_master and xr.local_ordinal() != 0:
         return None
+    if _server[0] is not None and _server[1] == int(port):
+        return _server[0]
     server = jax.profiler.start_server(port)
     _server[:] = [server, int(port)]
     return server
