@@ -145,3 +145,25 @@ def test_each_copy_to_the_cpu_counts_as_torch_xla_counts_it(dev):
     t.cpu()
     t.to("cpu")
     assert met.counter_value("xla::_to_cpu") == 2
+
+
+def test_execute_time_spans_the_run_not_the_launch(dev):
+    import time
+    a = torch.randn(1500, 1500, device=dev)
+    torch_xla.sync()
+
+    def step():
+        y = a
+        for _ in range(6):
+            y = y @ a / 1500
+        return y.sum()
+    step().cpu()  # compiled: the timed step below only runs
+    met.clear_all()
+    begin = time.perf_counter_ns()
+    s = step()
+    torch_xla.sync()
+    s.cpu()
+    wall = time.perf_counter_ns() - begin
+    count, total, samples = met.metric_data("ExecuteTime")
+    assert count == 1 and total == samples[-1][1]
+    assert total > 0.5 * wall  # the launch alone is a small part of it

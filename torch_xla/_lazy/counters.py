@@ -67,6 +67,46 @@ def _sample_locked(name, timestamp, value):
     _counters["__sum__" + name] += value
 
 
+_generation = [0]  # bumped when the metrics are cleared
+_readers_hooks = []  # functions that bring samples up to date before a report reads them
+
+
+def before_reads(hook) -> None:
+    """Calls `hook()` before each read of the metrics (to amend samples whose value has
+    become known)."""
+    _readers_hooks.append(hook)
+
+
+def _before_read() -> None:
+    for hook in _readers_hooks:
+        hook()
+
+
+
+def sample_amendable(name: str, value: float):
+    """Samples `value` of `name` now (read at once, the count is right); returns the token
+    with which `amend` replaces that sample's value later."""
+    with _lock:
+        stamp = time.time()
+        _sample_locked(name, stamp, value)
+        return name, stamp, value, _generation[0]
+
+
+def amend(token, new_value: float) -> None:
+    """Replaces the value of the sample `token` names (nothing once the metrics were
+    cleared, or the sample dropped from the recent ones: then the sum alone)."""
+    name, stamp, value, generation = token
+    with _lock:
+        if _generation[0] != generation:
+            return
+        _counters["__sum__" + name] += new_value - value
+        samples = _metrics[name]
+        for i in range(len(samples) - 1, max(-1, len(samples) - 64), -1):
+            if samples[i] == (stamp, value):
+                samples[i] = (stamp, new_value)
+                break
+
+
 @contextlib.contextmanager
 def timed(name: str):
     start = time.perf_counter_ns()
@@ -156,6 +196,7 @@ def metric_names():
 
 def metric_data(name: str):
     """(total number of samples, sum of all samples, recent samples) or None."""
+    _before_read()
     _fold()
     if name not in _metrics:
         return None
@@ -177,6 +218,7 @@ def clear_metrics() -> None:
     _fold()
     with _lock:
         _metrics.clear()
+        _generation[0] += 1
         for k in [k for k in _counters if k.startswith("__")]:
             del _counters[k]
 
@@ -197,6 +239,7 @@ def _formatter(name):
 
 
 def metrics_report() -> str:
+    _before_read()
     lines = []
     for name in metric_names():
         total, acc, samples = metric_data(name)
@@ -219,6 +262,7 @@ def short_metrics_report(counter_names_=None, metric_names_=None) -> str:
     """The named counters and metrics (torch_xla's short list when not given: compile and
     execute times, transfers, CachedCompile and MarkStep), in the full report's format, then
     the CPU fallbacks' counters (`aten::NAME`), always."""
+    _before_read()
     metric_names_ = metric_names_ or ["CompileTime", "ExecuteTime", "ExecuteReplicatedTime",
                                       "TransferToDeviceTime", "TransferFromDeviceTime"]
     counter_names_ = counter_names_ or ["CachedCompile", "MarkStep", "DynamoSyncInputExecuteTime"]

@@ -37,8 +37,10 @@ The runner owns what every program shares:
   (`stored=`: `program_store`, a lazy graph's executable under the engine's key).
 `lower` and `export` give the same program's StableHLO without compiling it.
 """
+import collections
 import os
 import time
+import weakref
 
 import jax
 from jax import monitoring
@@ -246,16 +248,48 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
 
 
 def execute(executable, *args, timed_as="ExecuteTime"):
-    """Launches `executable` on `args` (jax runs it asynchronously), timed as `timed_as`
-    (`ExecuteTime`; an eager op's, `EagerOpExecuteTime`): the launch, not the run."""
+    """Launches `executable` on `args` (jax runs it asynchronously), timed as `timed_as`:
+    `ExecuteTime` from the launch until its outputs are ready, as torch_xla times the run
+    (sampled at the launch, its value set once it is seen done: at a later launch or a
+    read of the metrics), an eager op's `EagerOpExecuteTime` the launch alone."""
     if executable.unmet:
         hosts.meet_before_first_launch()
         executable.unmet = False
     start = time.perf_counter_ns()
     outputs = executable.compiled(*args)
-    counters.sample(timed_as, time.perf_counter_ns() - start)
+    launched = time.perf_counter_ns() - start
+    if _running:
+        time_finished_runs()
+    last = outputs[-1] if isinstance(outputs, (list, tuple)) and outputs else outputs
+    if timed_as == "ExecuteTime" and isinstance(last, jax.Array):
+        _running.append((weakref.ref(last), start, counters.sample_amendable(timed_as, launched)))
+    else:
+        counters.sample(timed_as, launched)
     counters.fold_if_many()
     return outputs
+
+
+# Programs launched and not yet seen done: (a weak reference to an output, the launch's
+# start, its amend). jax tells no one when a program ends, and a thread waiting on each made
+# small steps slower, so a run's end is seen when next looked for (`time_finished_runs`):
+# its time is at most the gap between two looks longer than the run.
+_running = collections.deque()
+
+
+def time_finished_runs() -> None:
+    """Sets the `ExecuteTime` of the runs that have finished (in launch order; an output
+    gone or deleted was used up, its run done)."""
+    now = time.perf_counter_ns()
+    while _running:
+        output_ref, start, token = _running[0]
+        output = output_ref()
+        if output is not None and not output.is_deleted() and not output.is_ready():
+            return
+        _running.popleft()
+        counters.amend(token, now - start)
+
+
+counters.before_reads(time_finished_runs)
 
 
 def lower(fn, args, placement=None):

@@ -10,6 +10,8 @@ as the body of an op registered with `xla_op_registry`.
 import jax
 import torch
 
+from .._lazy import runner
+
 from ._xla_operations import OPS, Type, XLA_PT_TYPE_MAP, PT_XLA_TYPE_MAP, jax_type, xla_type
 
 
@@ -109,7 +111,7 @@ class Computation:
         def computation(*values):
             return self(*values)
         computation.__name__ = self.name
-        return jax.jit(computation).lower(*_struct(self.shapes)).as_text(dialect="hlo")
+        return runner.lower(computation, _struct(self.shapes)).as_text(dialect="hlo")
 
 
 
