@@ -16,7 +16,7 @@ MAX_LINES = 600
 STAGES = (
     ("torch_xla._lazy",),
     ("torch_xla._lazy.device", "torch_xla._lazy.inplace", "torch_xla._lazy.serialization",
-     "torch_xla._lazy.module_conversion", "torch_xla._lazy.packed_sequences",
+     "torch_xla._lazy.module_conversion", "torch_xla._lazy.packed_sequences", "torch_xla._lazy.einsum",
      "torch_xla._lazy.out_arguments"),
     ("torch_xla._lazy.engine_ops", "torch_xla._lazy.engine_ops.copies",
      "torch_xla._lazy.engine_ops.aliases", "torch_xla._lazy.engine_ops.indexing",

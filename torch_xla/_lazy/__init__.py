@@ -3,11 +3,11 @@
 Importing it installs the engine into PyTorch: the ops with engine meaning into the
 dispatch entry, the collectives as ops (`xla::all_reduce`...), the XLA device's hooks, the
 fast in-place kernels, torch.save/load, module conversion that keeps tied weights tied,
-packed sequences, the CPU's checks of `out=` arguments, XLA tensors' DLPack methods, and
+packed sequences, einsum as one op, the CPU's checks of `out=` arguments, XLA tensors' DLPack methods, and
 the configuration of PyTorch's `openxla` dynamo backend.
 """
 # engine_ops and replicas.collective_ops register themselves on import
-from . import (device, dlpack, engine_ops, inplace, module_conversion,  # noqa: F401
+from . import (device, dlpack, einsum, engine_ops, inplace, module_conversion,  # noqa: F401
                op_rules, out_arguments, packed_sequences, serialization, traced)
 from .graph_capture import dynamo_config
 from .replicas import collective_ops  # noqa: F401
@@ -18,6 +18,7 @@ serialization.install()
 dynamo_config.install()
 module_conversion.install()
 packed_sequences.install()
+einsum.install()
 dlpack.install()
 out_arguments.install()
 op_rules.set_kernel_tracer(traced.trace)  # exports trace ops' own kernels through dispatch
