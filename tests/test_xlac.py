@@ -155,3 +155,20 @@ def test_shape_type_is_xla_s_element_type_name(dev):
     t = torch.rand(3, dtype=torch.half).to(dev).mul_(torch.tensor(7, dtype=torch.double).to(dev))
     assert t.dtype == torch.half and torch_xla._XLAC._get_xla_tensor_shape_type(t) == "f16"
     assert torch_xla._XLAC._get_xla_tensor_shape_type(torch.ones(2, dtype=torch.bool).to(dev)) == "pred"
+
+
+def test_clear_pending_irs_leaves_placeholders_and_nothing_to_run(dev):
+    a, b = torch.ones(4, device=dev), torch.ones(4, device=dev)
+    torch_xla.sync()
+    total = a + b
+    product = total * b
+    torch_xla._XLAC._xla_sync_multi([product], devices=[], wait=True)
+    assert "aten::add" in torch_xla._XLAC._get_xla_tensors_text([total])
+    met.clear_all()
+    torch_xla._XLAC._clear_pending_irs(str(dev))
+    assert "aten::add" not in torch_xla._XLAC._get_xla_tensors_text([total])
+    torch_xla.sync()
+    assert met.metric_data("ExecuteTime") is None  # nothing was left to run
+    assert product.cpu().tolist() == [2.0] * 4
+    with pytest.raises(RuntimeError):
+        total.cpu()

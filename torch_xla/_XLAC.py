@@ -108,6 +108,12 @@ def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool 
                            donate=_donation.with_sync_multi[0])
 
 
+def _clear_pending_irs(device: str) -> None:
+    """Drops the pending graphs of the live tensors on `device` (they become placeholders:
+    no value, nothing to compute)."""
+    _device.clear_pending(device)
+
+
 def _xla_step_marker(device: str = "", devices=(), wait: bool = True, reset_scope: bool = True) -> None:
     """Ends the step (`execution.mark_step`); with `wait`, returns once the programs have run;
     with `reset_scope`, raises if a profiler `Trace` region is open."""

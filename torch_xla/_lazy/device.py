@@ -22,7 +22,7 @@ from .frames import run_without_dynamo
 from .ir import Value
 from .kernel_libraries import installs_kernels
 from .spmd.mark_sharding import from_process_batch, shard_data
-from .tensor import to_functional, wrap
+from .tensor import live_values, to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)
 
@@ -72,17 +72,32 @@ def transfer(t: torch.Tensor, device, sharding=None, minibatch=False) -> torch.T
 placeholder_buffers = weakref.WeakValueDictionary()
 
 
+def _placeholder_buffer(shape, dtype, index):
+    zeros = np.broadcast_to(np.zeros((), pjrt.to_jax_dtype(dtype)), tuple(shape))
+    buffer = jax.device_put(zeros, pjrt.jax_device(index))
+    buffer.delete()
+    placeholder_buffers[id(buffer)] = buffer
+    return buffer
+
+
 def placeholder(shape, dtype, device) -> torch.Tensor:
     """A tensor of `shape` and `dtype` on XLA device `device` with no value: its buffer is
     deleted at once (as a donated one is). Graphs may read it (it is an input of their
     program, whose text shows it); reading it, or running a program on it, raises."""
     index = torch.device(device).index or 0
     device_guard.check(index)
-    zeros = np.broadcast_to(np.zeros((), pjrt.to_jax_dtype(dtype)), tuple(shape))
-    buffer = jax.device_put(zeros, pjrt.jax_device(index))
-    buffer.delete()
-    placeholder_buffers[id(buffer)] = buffer
+    buffer = _placeholder_buffer(shape, dtype, index)
     return to_functional(wrap(Value(tuple(shape), dtype, index, data=buffer)))
+
+
+def clear_pending(device) -> None:
+    """Drops the pending graphs of the live tensors on XLA device `device`: each such
+    tensor becomes a placeholder (a later sync computes nothing for it; reading it raises),
+    as torch_xla's `_clear_pending_irs` leaves it."""
+    index = torch.device(device).index or 0
+    for value in live_values(index):
+        if value.node is not None and value.data is None:
+            value.set_data(_placeholder_buffer(value.shape, value.dtype, index))
 
 
 def _factory(op, *args, **kwargs):
