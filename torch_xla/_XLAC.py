@@ -108,6 +108,13 @@ def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool 
                            donate=_donation.with_sync_multi[0])
 
 
+def _xla_user_computation(opname: str, inputs, computation):
+    """Runs `computation` (built with `xla_builder`'s op builder) on XLA tensors `inputs`
+    as one op of the graph; returns its results as a list of tensors."""
+    import torch_xla.core.xla_builder as xb
+    return xb.xla_computation_as_func(computation, opname)(list(inputs))
+
+
 def _clear_pending_irs(device: str) -> None:
     """Drops the pending graphs of the live tensors on `device` (they become placeholders:
     no value, nothing to compute)."""

@@ -100,3 +100,18 @@ def test_operations_jax_cannot_express_refuse_by_name():
         _run(op, [torch.randn(4)])
     with pytest.raises(NotImplementedError, match="no such XLA operation"):
         xb.mkop("Frobnicate", ())
+
+
+def test_user_computations_of_one_function_compile_once():
+    def spread(a, b):
+        return xb.Op.tuple([xb.Op.max(a, b) - xb.Op.min(a, b)])
+    x = to_xla(torch.tensor(10.0))
+    torch_xla.sync()
+    met.clear_all()
+    for _ in range(2):
+        inputs = [torch.sin(x), torch.cos(x)]
+        comp = xb.create_computation("computation", spread, [xb.tensor_shape(p) for p in inputs])
+        (out,) = torch_xla._XLAC._xla_user_computation("xla::computation", inputs, comp)
+        torch_xla.sync()
+    assert (met.counter_value("UncachedCompile"), met.counter_value("CachedCompile")) == (1, 1)
+    assert_same(out, torch.tensor(abs(torch.sin(torch.tensor(10.0)) - torch.cos(torch.tensor(10.0)))))

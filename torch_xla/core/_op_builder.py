@@ -101,6 +101,8 @@ class Computation:
     def __init__(self, name, fn, shapes, kwargs):
         self.name, self._fn, self._kwargs = name, fn, kwargs
         self.shapes = tuple(s.shape if isinstance(s, Shape) else s for s in shapes)
+        # computations of one function, parameter shapes and keywords trace alike
+        self.key = ("xla_computation", id(fn), repr(self.shapes), repr(sorted(kwargs.items())))
 
     def __call__(self, *values):
         builder = Builder(self.name)

@@ -107,6 +107,6 @@ def xla_computation_as_func(computation, name=None):
     """A computation built with `Op`s as a function of a list of XLA tensors (its
     parameters, in order) returning the list of its results."""
     def fn(input_tensors):
-        out = call_jax(computation, tuple(input_tensors))
+        out = call_jax(computation, tuple(input_tensors), override_hash=computation.key)
         return list(out) if isinstance(out, tuple) else [out]
     return fn
