@@ -20,7 +20,7 @@ def randn(*shape, grad=True, dtype=torch.float32):
 # ---- softmax ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
-@pytest.mark.parametrize("shape,dim", [((2, 3, 4), 1), ((), 0)])
+@pytest.mark.parametrize("shape,dim", [((2, 3, 4), 1), ((), 0), ((5, 0, 0), -1), ((5, 0, 3), 1)])
 def test_softmax(fn, shape, dim):
     check_lowered(lambda x: fn(x, dim), randn(*shape, dtype=torch.float64), grads=True)
 

@@ -2,9 +2,8 @@
 
 These are the ops PyTorch's autograd emits for `torch.nn.functional`, forward and
 backward. Float16/bfloat16 inputs are computed in float32 (PyTorch's "opmath" type) and
-cast back. Reductions in losses: 0 = none, 1 = mean, 2 = sum. (_ctc_loss_backward and
-the margin losses' backwards have no meta kernel in PyTorch, so no lowering: the engine
-takes output shapes from meta kernels.)
+cast back. Reductions in losses: 0 = none, 1 = mean, 2 = sum. (_ctc_loss_backward and the
+margin losses' backwards have no meta kernel in PyTorch, so no lowering.)
 """
 import math
 
@@ -42,11 +41,15 @@ def _grad_scale(grad, x, reduction):
 
 # ---- softmax ------------------------------------------------------------------------------
 
+def _row_max(x, ax):  # -inf for an empty row (whose result is empty too)
+    return jnp.max(x, axis=ax, keepdims=True, initial=-jnp.inf)
+
+
 @lower(aten._softmax.default)
 def softmax(x, dim, half_to_float):
     ax = _axis(x, dim)
     x = x.astype(float_opmath(x.dtype))
-    e = jnp.exp(x - jnp.max(x, axis=ax, keepdims=True))
+    e = jnp.exp(x - _row_max(x, ax))
     return e / jnp.sum(e, axis=ax, keepdims=True)
 
 
@@ -54,7 +57,7 @@ def softmax(x, dim, half_to_float):
 def log_softmax(x, dim, half_to_float):
     ax = _axis(x, dim)
     x = x.astype(float_opmath(x.dtype))
-    shifted = x - jnp.max(x, axis=ax, keepdims=True)
+    shifted = x - _row_max(x, ax)
     return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=ax, keepdims=True))
 
 
