@@ -179,12 +179,18 @@ def test_inference(dev, name, backend):
     torch.manual_seed(0)
     model = make_model().eval()
     compiled = torch.compile(copy.deepcopy(model).to(dev), backend=backend)
-    met.clear_counters()
+    met.clear_all()
     with torch.no_grad():
         for x, _ in make_batches()[:3]:
             assert_same(compiled(x.to(dev)), model(x), rtol=1e-5, atol=1e-5)
     assert count("DynamoCompile") == 1
     assert count("DynamoExecute") == 3
+    # torch_xla's samples of each run of the cached graph: its inputs (the parameters, the
+    # buffers it reads, the batch) and its output
+    n_params, n_buffers = len(list(model.parameters())), len(list(model.buffers()))
+    assert met.metric_data("RunCachedGraphInputData")[0] == 3
+    assert n_params + 1 <= met.metric_data("RunCachedGraphInputData")[2][-1][1] <= n_params + n_buffers + 1
+    assert met.metric_data("RunCachedGraphOutputData")[2][-1][1] == 1
 
 
 def test_one_compilation_per_guard_set(dev):

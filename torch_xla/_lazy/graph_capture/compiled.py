@@ -162,6 +162,8 @@ class _Plan:
         run = self._run_replicated if self.fn.collective else self._run_program
         mutated, outs = run(values, device)
         counters.count("DynamoExecute")
+        counters.sample("RunCachedGraphInputData", len(values))  # torch_xla's names for a
+        counters.sample("RunCachedGraphOutputData", len(outs))   # cached graph's run
         if mutated:
             self.owners = self._write_inputs(args, mutated, device)
         results = []
