@@ -260,7 +260,9 @@ def execute(executable, *args, timed_as="ExecuteTime"):
     launched = time.perf_counter_ns() - start
     if _running:
         time_finished_runs()
-    last = outputs[-1] if isinstance(outputs, (list, tuple)) and outputs else outputs
+    last = outputs
+    while isinstance(last, (list, tuple)) and last:  # (nested outputs: the last array)
+        last = last[-1]
     if timed_as == "ExecuteTime" and isinstance(last, jax.Array):
         _running.append((weakref.ref(last), start, counters.sample_amendable(timed_as, launched)))
     else:
