@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+import torch_xla
 import torch_xla.debug.metrics as met
 from tests.training._models import (CNN, MLP, TransformerLM, classification_batches, lm_batches,
                                     loss_of, train)
@@ -347,3 +348,15 @@ def test_cpu_tensors_in_a_compiled_graph_follow_each_ops_device_rules(dev):
     with pytest.raises(RuntimeError, match="same device"):
         torch.compile(lambda a, t: a + t, backend="openxla")(xt[:3], cpu)
     assert count("DynamoLazyGraph") > lazy
+
+
+def test_a_compiled_graph_counts_its_ops_once_when_traced(dev):
+    compiled = torch.compile(lambda a, b: torch.tanh(a * b) + 1, backend="openxla")
+    a, b = torch.randn(3, device=dev), torch.randn(3, device=dev)
+    torch_xla.sync()
+    met.clear_counters()
+    compiled(a, b)
+    assert {"xla::mul", "xla::tanh", "xla::add"} <= set(met.counter_names())
+    met.clear_counters()
+    compiled(a, b)
+    assert not [n for n in met.counter_names() if n.startswith("xla::")]

@@ -100,10 +100,12 @@ class CompiledGraph:
 
     def _make_plan(self, prepare, *prepare_args):
         try:
-            return _Plan(GraphFunction(prepare(*prepare_args), defer_views=True, collectives=True))
+            fn = GraphFunction(prepare(*prepare_args), defer_views=True, collectives=True)
         except Unsupported as e:
             self.lazy = str(e)
             return None
+        _count_ops(fn.gm)
+        return _Plan(fn)
 
     def __call__(self, *args):
         plan = self._plan
@@ -380,6 +382,14 @@ def _has_cpu_tensors(args) -> bool:
     CPU."""
     return any(isinstance(a, torch.Tensor) and type(a) is not XLATensor and a.device.type == "cpu"
                and a.dim() > 0 for a in args)
+
+
+def _count_ops(gm) -> None:
+    """Counts each ATen op of a graph made into a program (`xla::NAME`), as the lazy engine
+    counts the ops it is given: once, when the graph is traced, not at each run."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            next(counters.op_counter("xla::" + node.target._schema.name.split("::")[-1]))
 
 
 def _read_inputs(args, positions):
