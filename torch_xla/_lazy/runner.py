@@ -118,9 +118,14 @@ class _Key:
 # too; those run convolutions far slower than XLA's own (1x1 convolutions over 1024 channels,
 # forward and backward, a batch of 32: 2.5 x the time per step, and 1.5 x the compile time),
 # so convolutions are left to XLA.
+# XLA's MLIR fusion emitters take longer to compile a fusion than its LLVM IR emitters, for
+# kernels that run as fast and compute the same bits: with the IR emitters a softmax's
+# program compiles in 53 against 79 ms, an MLP training step's in 83 against 108, a CNN's
+# in 86 against 196, and the steps run within 3% (BENCHMARKS.md).
 _COMPILER_OPTIONS = {"cpu": {"xla_cpu_parallel_codegen_split_count": 1,
                              "xla_cpu_experimental_ynn_fusion_type":
-                                 "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}}
+                                 "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE",
+                             "xla_cpu_use_fusion_emitters": False}}
 
 
 class OnDevice:
