@@ -45,3 +45,15 @@ def test_inputs_are_checked(dev):
         gradient_accumulation(lambda: None, (), model)
     with pytest.raises(ValueError, match="inconsistent first dimension"):
         gradient_accumulation(lambda a, b: None, (torch.ones(2, 1, device=dev), torch.ones(3, 1, device=dev)), model)
+
+
+def test_a_carried_tensor_changed_in_place_is_carried_through(dev):
+    x, y = _data()
+    model = _model(dev)
+    counter = torch.tensor(0, device=dev)
+
+    def step(xb, yb, count):
+        count += 1  # in place, as a loop of plain steps may do
+        return torch.nn.functional.mse_loss(model(xb), yb), count
+    _, count = gradient_accumulation(step, (x.to(dev), y.to(dev)), model, counter)
+    assert count.item() == counter.item() == 4  # the tensor passed in is the one changed
