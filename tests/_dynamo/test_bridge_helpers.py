@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import torch_xla
+from torch_xla._lazy.tensor import is_pending
 import torch_xla.debug.metrics as met
 from torch_xla._dynamo import config, dynamo_backend2
 from torch_xla._dynamo.dynamo_bridge import NoneRemover
@@ -27,9 +28,9 @@ def test_the_aot_function_backend_compiles_one_program(dev):
 def test_skip_input_data_check_refuses_pending_inputs(dev, monkeypatch):
     monkeypatch.setattr(config, "skip_input_data_check", True)
     g = torch.compile(_f, backend="openxla")
-    x = torch.randn(3, device=dev)
-    torch_xla.sync()
+    x = torch.randn(3, device=dev) * 2  # pending: the first call computes it, as it compiles
     assert_same(g(x), _f(x.cpu()))
+    assert not is_pending(x)
     with pytest.raises(RuntimeError, match="can not be a pending ir"):
         g(x + 1)
 

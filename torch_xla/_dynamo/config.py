@@ -2,6 +2,7 @@
 
 skip_input_data_check: promise that a compiled graph's inputs are always device data (no
 pending computation behind them); an input that is pending then raises instead of being
-computed inside the graph's program.
+computed inside the graph's program (except at the graph's first call, which computes
+them, as torch_xla's bridge does when it extracts the graph).
 """
 skip_input_data_check = False

@@ -13,6 +13,7 @@ import torch
 from torch_xla._dynamo import config
 from torch_xla._lazy import counters as _counters
 from torch_xla._lazy import donation as _donation
+from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import tensor as _tensor
 from torch_xla._lazy.graph_capture import compiled as _compiled
 
@@ -22,6 +23,8 @@ def extract_compiled_graph(xla_model: torch.fx.GraphModule, xla_args):
     (its results a list, as dynamo's boxed calling convention wants). Counted as
     `DynamoExtractCompiledGraph`."""
     _counters.count("DynamoExtractCompiledGraph")
+    if config.skip_input_data_check:  # the graph's later inputs must be data: so are these
+        _execution.materialize([_tensor.unwrap(t)._value for t in _xla_tensors(xla_args)])
     graph = _compiled.compile_graph(xla_model, xla_args)
 
     def run(*args):
@@ -33,9 +36,12 @@ def extract_compiled_graph(xla_model: torch.fx.GraphModule, xla_args):
     return torch._dynamo.disable(run)
 
 
+def _xla_tensors(args):
+    return [a for a in args if isinstance(a, torch.Tensor) and a.device.type == "xla"]
+
+
 def _refuse_pending(args) -> None:
-    tensors = [a for a in args if isinstance(a, torch.Tensor) and a.device.type == "xla"]
-    if any(_tensor.is_pending(t) for t in tensors):
+    if any(_tensor.is_pending(t) for t in _xla_tensors(args)):
         raise RuntimeError("input data to dynamo graph can not be a pending ir: "
                            "torch_xla._dynamo.config.skip_input_data_check is set; sync the "
                            "inputs (torch_xla.sync()) before the call, or unset it")
