@@ -51,6 +51,8 @@ def differentiable_collectives(r, device):
 def rendezvous_and_broadcasts(r, device):
     assert xm.rendezvous("some", f"p{r}".encode(), replicas=[3, 1]) == [b"p3", b"p1"]
     assert xm.rendezvous("all", f"p{r}".encode()) == [b"p0", b"p1", b"p2", b"p3"]
+    assert xm.rendezvous("barrier") == [b""] * 4  # empty payloads: the sizes alone exchanged
+    assert xm.rendezvous("one", b"x" if r == 2 else b"") == [b"", b"", b"x", b""]
     t = torch.full((3,), float(r), device=device)
     xm.collective_broadcast([t], root_ordinal=2)
     _close(t, [2.0] * 3)

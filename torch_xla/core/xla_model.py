@@ -359,6 +359,8 @@ def rendezvous(tag: str, payload: bytes = b"", replicas=()):
     device = xla_device()
     data = torch.frombuffer(bytearray(payload), dtype=torch.uint8) if payload else torch.zeros(0, dtype=torch.uint8)
     sizes = all_gather(torch.tensor([data.numel()]).to(device)).cpu().tolist()
+    if not any(sizes):  # empty payloads (a plain barrier): nothing more to exchange
+        return [b""] * len(members or range(world))
     padded = 1 << max(max(sizes), 1).bit_length()  # a few distinct sizes: a few programs
     block = torch.zeros(padded, dtype=torch.uint8)
     block[:data.numel()] = data
