@@ -92,3 +92,13 @@ def sharded_tensors_give_dtensor_their_spec_until_the_layout_changes():
     moved = wrap_as_sharded_tensor(xt, mesh_shape=(N,), partition_spec=(None, 0))
     assert moved._spec is not first and moved._spec.placements == (Shard(1),)
     raises(ValueError, lambda: (xt + xt)._spec, "mesh_shape and partition_spec")
+
+
+@check
+def sharded_tensors_are_dtensors_and_a_leaf_of_their_own_gets_gradients():
+    from torch.distributed.tensor import DTensor
+    leaf = xs.XLAShardedTensor(torch.randn(4, 4).to('xla'), requires_grad=True)
+    assert isinstance(leaf, DTensor) and leaf.is_leaf
+    (leaf * 3).sum().backward()
+    assert type(leaf.grad) is xs.XLAShardedTensor and leaf.grad.shape == leaf.shape
+    assert_same(leaf.grad.global_tensor, torch.full((4, 4), 3.0), **EXACT)

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import List, Union
 
 import torch
+from torch.distributed.tensor import DTensor
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from torch_xla._lazy.spmd import mark_sharding as _sharding
@@ -40,12 +41,15 @@ class XLAShard:
         return self.data[tuple(slice(0, i.stop - i.start) for i in self.indices)]
 
 
-class XLAShardedTensor(torch.Tensor):
-    """A tensor on the XLA device together with its sharding (what `mark_sharding` returns).
+class XLAShardedTensor(DTensor):
+    """A tensor on the XLA device together with its sharding (what `mark_sharding` returns),
+    a DTensor as torch_xla's is (its layout as DTensor's `_spec`, `placements`).
 
     It behaves as `global_tensor`, the whole tensor: ops on it run on `global_tensor` and give
-    XLAShardedTensors again. `local_shards` reads the blocks on this process's devices,
-    `load_local_shards_` replaces them.
+    XLAShardedTensors again. One made to require gradients (`requires_grad=True`) is a leaf
+    of its own: ops on it are recorded on the XLAShardedTensors, and its `.grad` is one.
+    `local_shards` reads the blocks on this process's devices, `load_local_shards_`
+    replaces them.
     """
     __slots__ = ("global_tensor", "mesh_shape", "partition_spec", "_cached_spec")
 
@@ -159,6 +163,13 @@ class XLAShardedTensor(torch.Tensor):
         # XLAShardedTensor meets plain tensors as its global tensor would, gradients
         # included. An op that gives back an argument (in place) gives back that argument
         # as it was passed; other XLA tensors it gives are wrapped.
+        with torch._C.DisableTorchFunctionSubclass():
+            if any(isinstance(x, XLAShardedTensor) and x.requires_grad
+                   and not x.global_tensor.requires_grad for x in tree_flatten((args, kwargs))[0]):
+                # autograd tracks the wrapper itself (a leaf made to require gradients, or
+                # what ops on one gave): it records the op on it (`__torch_dispatch__` below
+                # runs it on the global tensors)
+                return func(*args, **(kwargs or {}))
         passed = {}
 
         def unwrap(x):
