@@ -68,7 +68,9 @@ def sharded_tensors_show_and_change_placements():
     mesh = xs.Mesh(np.arange(N), (4, 2))
     t = torch.randn(8, 4).to('xla')
     xt = xs.mark_sharding(t, mesh, (1, None))
+    assert xt._cached_spec is None
     assert xt.placements == (Replicate(), Shard(0))
+    assert xt._cached_spec is not None  # placements are read from the spec, made once
     assert xs.mark_sharding(torch.randn(8, 4).to('xla'), mesh, ((0, 1), None)).placements == (Shard(0), Shard(0))
     moved = xt.redistribute(mesh, [Shard(1), Replicate()])
     assert moved.partition_spec == (None, 0) and moved.placements == (Shard(1), Replicate())

@@ -93,12 +93,15 @@ class XLAShardedTensor(DTensor):
     def placements(self) -> tuple:
         """DTensor's placements of this layout: for each mesh dim, `Shard(d)` if it splits
         tensor dim d, else `Replicate()` (from `mesh_shape` and a partition spec of mesh
-        dim indices)."""
-        from torch.distributed.tensor.placement_types import Replicate, Shard
+        dim indices); read from `_spec`, made at the first read."""
         if self.mesh_shape is None or self.partition_spec is None:
             raise ValueError("Placements not available: XLAShardedTensor requires mesh_shape "
                              "and partition_spec to be set. Use mark_sharding() to properly "
                              "initialize sharding information.")
+        return self._spec.placements
+
+    def _placements(self) -> tuple:
+        from torch.distributed.tensor.placement_types import Replicate, Shard
         by_mesh_dim = {}
         for dim, entry in enumerate(self.partition_spec):
             for axis in (entry if type(entry) is tuple else (entry,)):
@@ -128,7 +131,7 @@ class XLAShardedTensor(DTensor):
             meta = TensorMeta(shape=self.global_tensor.shape, stride=self.global_tensor.stride(),
                               dtype=self.global_tensor.dtype)
             self._cached_spec = DTensorSpec(mesh=DeviceMesh("xla", devices),
-                                            placements=self.placements, tensor_meta=meta)
+                                            placements=self._placements(), tensor_meta=meta)
         return self._cached_spec
 
     def invalidate_spec_cache(self) -> None:
