@@ -189,3 +189,17 @@ def test_real_and_replication_device_names(dev):
     if len(xm.get_xla_supported_devices()) > 1:
         with pytest.raises(RuntimeError, match="Cannot replicate if number of devices"):
             xm.xla_replication_devices([dev])
+
+
+@pytest.mark.parametrize("device", ["xla", "cpu"])
+def test_check_view_sharing_refuses_two_views_of_one_storage(device):
+    class Nested:
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+    a = torch.rand(16, device=device)
+    b, c = a[:10], a[6:]
+    with pytest.raises(RuntimeError, match="is sharing a view with tensor ID"):
+        xm.check_view_sharing([b, c])
+    with pytest.raises(RuntimeError, match="is sharing a view"):
+        xm.check_view_sharing(Nested(b, c))
+    xm.check_view_sharing([a, a, torch.rand(3, device=device)])  # one tensor twice, others apart

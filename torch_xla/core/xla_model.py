@@ -473,6 +473,25 @@ def _to_cpu_data(data, convert: bool = True):
     return convert(data)
 
 
+def check_view_sharing(obj) -> None:
+    """Raises RuntimeError if two different tensors inside `obj` (through lists, tuples,
+    dicts and objects' attributes) are views of one storage (saved apart, they would no
+    longer share it)."""
+    owners = {}
+
+    def storage_of(t):
+        if is_xla_tensor(t):
+            return "xla", id(t._base if t._base is not None else t)
+        return "torch", t.untyped_storage().data_ptr()
+
+    def check(t):
+        other = owners.setdefault(storage_of(t), t)
+        if other is not t:
+            raise RuntimeError(f"Tensor ID {id(t)} ({t.dtype}{list(t.size())}) is sharing a "
+                               f"view with tensor ID {id(other)} ({other.dtype}{list(other.size())})")
+    xu.for_each_instance(obj, lambda x: type(x) is torch.Tensor, check)
+
+
 def save(data, file_or_path, master_only: bool = True, global_master: bool = False) -> None:
     """Saves `data` (tensors, state dicts, any nested dicts/lists/tuples) with its XLA tensors
     moved to the CPU, so the file loads anywhere as CPU tensors.
