@@ -375,3 +375,18 @@ def the_xla_process_group_is_refused():
     import torch.distributed as dist
     raises(AssertionError, lambda: dist.init_process_group("xla", init_method="xla://"),
            "not supported under SPMD")
+
+
+@check
+def dynamo_mark_sharding_is_mark_sharding_as_an_op():
+    t = torch.randn(8, 4).to('xla')
+    torch.ops.xla.dynamo_mark_sharding(t, list(range(N)), [N, 1], "('data', 'model')", "(0, None)")
+    assert spec(t) == "{devices=[8,1]0,1,2,3,4,5,6,7}", spec(t)
+
+    def fn(x):
+        y = x + 1
+        torch.ops.xla.dynamo_mark_sharding(y, list(range(N)), [1, N], "None", "(1, 0)")
+        return y * 2
+    x = torch.randn(8, 8).to('xla')
+    torch_xla.sync()
+    assert_same(torch.compile(fn, backend="openxla")(x), fn(x).cpu())

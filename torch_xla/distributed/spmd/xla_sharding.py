@@ -376,3 +376,18 @@ def disable_manual_sharding(t: Union[torch.Tensor, XLAShardedTensor], partition_
                                                 f"should be equal to the input rank ({len(g.shape)}).")
     out = _LeaveManual.apply(g, mesh._sharding(tuple(partition_spec)), tuple(full_shape))
     return wrap_as_sharded_tensor(out, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
+
+
+@torch.library.custom_op("xla::dynamo_mark_sharding", mutates_args=())
+def dynamo_mark_sharding(t: torch.Tensor, device_ids: list[int], mesh_shape: list[int],
+                         axis_names: str, partition_spec: str) -> None:
+    """`mark_sharding` as an op `torch.compile` can capture (`torch.ops.xla.
+    dynamo_mark_sharding`): the mesh and the partition spec given as lists and the text of
+    Python literals (`axis_names` "None" or "('x', 'y')", `partition_spec` "(1, 0)")."""
+    mesh = Mesh(np.array(device_ids), tuple(mesh_shape), ast.literal_eval(axis_names))
+    mark_sharding(t, mesh, ast.literal_eval(partition_spec))
+
+
+@dynamo_mark_sharding.register_fake
+def _(t, device_ids, mesh_shape, axis_names, partition_spec) -> None:
+    return None
