@@ -255,8 +255,8 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
 def execute(executable, *args, timed_as="ExecuteTime"):
     """Launches `executable` on `args` (jax runs it asynchronously), timed as `timed_as`:
     `ExecuteTime` from the launch until its outputs are ready, as torch_xla times the run
-    (sampled at the launch, its value set once it is seen done: at a later launch or a
-    read of the metrics), an eager op's `EagerOpExecuteTime` the launch alone."""
+    (sampled at the launch, its value set once it is seen done: `_running`), an eager op's
+    `EagerOpExecuteTime` the launch alone."""
     if executable.unmet:
         hosts.meet_before_first_launch()
         executable.unmet = False
@@ -269,31 +269,52 @@ def execute(executable, *args, timed_as="ExecuteTime"):
     while isinstance(last, (list, tuple)) and last:  # (nested outputs: the last array)
         last = last[-1]
     if timed_as == "ExecuteTime" and isinstance(last, jax.Array):
-        _running.append((weakref.ref(last), start, counters.sample_amendable(timed_as, launched)))
+        token = counters.sample_amendable(timed_as, launched)
+        _running.append([weakref.ref(last), start, token, start + launched, False])
     else:
         counters.sample(timed_as, launched)
     counters.fold_if_many()
     return outputs
 
 
-# Programs launched and not yet seen done: (a weak reference to an output, the launch's
-# start, its amend). jax tells no one when a program ends, and a thread waiting on each made
-# small steps slower, so a run's end is seen when next looked for (`time_finished_runs`):
-# its time is at most the gap between two looks longer than the run.
+# Programs launched and not yet seen done: [a weak reference to an output, the launch's
+# start, its sample, when it was last seen running, whether a host read waited on it]. jax
+# tells no one when a program ends, and a thread waiting on each made small steps slower,
+# so a run's end is looked for at the next launch, read of the metrics or host read: a run
+# found done is timed until it was last seen running (a lower bound), one a host read
+# waited for until the read's end.
 _running = collections.deque()
 
 
-def time_finished_runs() -> None:
-    """Sets the `ExecuteTime` of the runs that have finished (in launch order; an output
-    gone or deleted was used up, its run done)."""
+def _done(output_ref) -> bool:
+    output = output_ref()
+    return output is None or output.is_deleted() or output.is_ready()  # gone: used up
+
+
+def time_finished_runs(after_wait: bool = False) -> None:
+    """Sets the `ExecuteTime` of the runs found finished (in launch order); `after_wait`:
+    the caller has just waited for buffers (`before_wait` marked the runs it waited on)."""
     now = time.perf_counter_ns()
     while _running:
-        output_ref, start, token = _running[0]
-        output = output_ref()
-        if output is not None and not output.is_deleted() and not output.is_ready():
+        run = _running[0]
+        if not _done(run[0]):
+            run[3] = now
             return
         _running.popleft()
-        counters.amend(token, now - start)
+        counters.amend(run[2], (now if after_wait and run[4] else run[3]) - run[1])
+
+
+def running() -> bool:
+    """Whether runs are waiting to be timed."""
+    return bool(_running)
+
+
+def before_wait() -> None:
+    """Marks the runs still going as waited on by the host read about to start."""
+    now = time.perf_counter_ns()
+    for run in _running:
+        if not _done(run[0]):
+            run[3], run[4] = now, True
 
 
 counters.before_reads(time_finished_runs)

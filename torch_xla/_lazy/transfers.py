@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from . import counters, pjrt
+from . import counters, pjrt, runner
 from .ir import Value
 from .replicas import program as replicated
 
@@ -33,9 +33,13 @@ def read(value: Value) -> torch.Tensor:
 def host_array(value: Value):
     """The computed `value`'s buffer copied to the host (a numpy array)."""
     replicated.settle()  # a program waiting for another process would never end: timed
+    if runner.running():
+        runner.before_wait()
     start = time.perf_counter_ns()
     out = pjrt.to_host_array(value.data)
     counters.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
+    if runner.running():
+        runner.time_finished_runs(after_wait=True)
     counters.count("TransferFromDevice")
     counters.sample("InboundData", out.nbytes)
     return out
