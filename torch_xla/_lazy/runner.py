@@ -118,14 +118,28 @@ class _Key:
 # too; those run convolutions far slower than XLA's own (1x1 convolutions over 1024 channels,
 # forward and backward, a batch of 32: 2.5 x the time per step, and 1.5 x the compile time),
 # so convolutions are left to XLA.
-# XLA's MLIR fusion emitters take longer to compile a fusion than its LLVM IR emitters, for
-# kernels that run as fast and compute the same bits: with the IR emitters a softmax's
-# program compiles in 53 against 79 ms, an MLP training step's in 83 against 108, a CNN's
-# in 86 against 196, and the steps run within 3% (BENCHMARKS.md).
 _COMPILER_OPTIONS = {"cpu": {"xla_cpu_parallel_codegen_split_count": 1,
                              "xla_cpu_experimental_ynn_fusion_type":
-                                 "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE",
-                             "xla_cpu_use_fusion_emitters": False}}
+                                 "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}}
+# A CPU program without matrix products compiles faster with XLA's LLVM IR fusion emitters
+# than with its MLIR ones, into kernels as fast that compute the same bits (a softmax 53
+# against 79 ms, a CNN training step 86 against 196); small products fused with what follows
+# them compile 3 x slower so (`tanh(x @ w)` chains), so programs with products keep the
+# default (BENCHMARKS.md).
+_WITHOUT_PRODUCTS = {"xla_cpu_use_fusion_emitters": False}
+
+
+def _has_products(lowered) -> bool:
+    """Whether the lowered module holds a dot_general (at any depth)."""
+    stack = [lowered.compiler_ir("stablehlo").operation]
+    while stack:
+        op = stack.pop()
+        if op.name == "stablehlo.dot_general":
+            return True
+        for region in op.regions:
+            for block in region.blocks:
+                stack.extend(o.operation for o in block.operations)
+    return False
 
 
 class OnDevice:
@@ -142,8 +156,12 @@ class OnDevice:
         with jax.default_device(self.device):
             return jax.jit(fn, donate_argnums=donate).lower(*args)
 
-    def options(self):
-        return _COMPILER_OPTIONS.get(self.device.platform)
+    def options(self, lowered=None):
+        """XLA's options for this device's programs (for `lowered`'s, if given)."""
+        options = _COMPILER_OPTIONS.get(self.device.platform)
+        if lowered is not None and self.device.platform == "cpu" and not _has_products(lowered):
+            options = {**options, **_WITHOUT_PRODUCTS}
+        return options
 
 
 _on_device = {}
@@ -169,7 +187,7 @@ class OnMesh:
     def lower(self, fn, donate, args):
         return jax.jit(fn, donate_argnums=donate, out_shardings=self.out_shardings).lower(*args)
 
-    def options(self):
+    def options(self, lowered=None):
         return None
 
 
@@ -188,7 +206,7 @@ class OverReplicas:
                                      out_specs=spec, check_vma=False),
                        donate_argnums=donate).lower(*args)
 
-    def options(self):
+    def options(self, lowered=None):
         return None
 
 
@@ -237,7 +255,7 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
         counters.count("StableHloCompile")  # every program reaches XLA as StableHLO
         lowered = placement.lower(fn, (0,) if donate else (), args)
         counters.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
-        compiled = lowered.compile(placement.options())
+        compiled = lowered.compile(placement.options(lowered))
         if stored is not None:
             stored.store(compiled)
     executable.compiled = compiled
