@@ -1,6 +1,7 @@
 """The program runner: the one place programs are compiled, cached, counted and explained."""
 import ast
 import pathlib
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -72,6 +73,41 @@ def test_the_explanation_runs_under_pt_xla_debug(monkeypatch):
     runner.compile(lambda x: x + 1, (np.ones(2, np.float32),), runner.on_device(0),
                    explain=lambda: explained.append(True))
     assert explained == [True]
+
+
+def test_runs_launched_and_read_from_several_threads_are_each_timed_once():
+    """Replica threads launch programs and look for finished runs at once (`xmp` over
+    threads): a few rounds, threads switching often, as on a busy machine."""
+    import threading
+    program = runner.compile(lambda x: x @ x @ x @ x, (np.ones((256, 256), np.float32),),
+                             runner.on_device(0))  # long enough for runs to queue up
+    x = jnp.ones((256, 256), jnp.float32)
+    met.clear_all()
+    errors = []
+
+    def replica():
+        try:
+            for _ in range(200):
+                out = runner.execute(program, x)
+                runner.before_wait()
+            out.block_until_ready()
+            runner.time_finished_runs(after_wait=True)
+        except Exception as e:  # noqa: BLE001 (reported below, in the test's thread)
+            errors.append(e)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(5):
+            threads = [threading.Thread(target=replica) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    runner.time_finished_runs()
+    assert met.metric_data("ExecuteTime")[0] == 5 * 4 * 200 and not runner.running()
 
 
 @pytest.mark.parametrize("donate", [False, True])

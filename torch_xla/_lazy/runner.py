@@ -39,6 +39,7 @@ The runner owns what every program shares:
 """
 import collections
 import os
+import threading
 import time
 import weakref
 
@@ -288,7 +289,8 @@ def execute(executable, *args, timed_as="ExecuteTime"):
         last = last[-1]
     if timed_as == "ExecuteTime" and isinstance(last, jax.Array):
         token = counters.sample_amendable(timed_as, launched)
-        _running.append([weakref.ref(last), start, token, start + launched, False])
+        with _running_lock:
+            _running.append([weakref.ref(last), start, token, start + launched, False])
     else:
         counters.sample(timed_as, launched)
     counters.fold_if_many()
@@ -300,8 +302,9 @@ def execute(executable, *args, timed_as="ExecuteTime"):
 # tells no one when a program ends, and a thread waiting on each made small steps slower,
 # so a run's end is looked for at the next launch, read of the metrics or host read: a run
 # found done is timed until it was last seen running (a lower bound), one a host read
-# waited for until the read's end.
+# waited for until the read's end. Replica threads launch and read at once: `_running_lock`.
 _running = collections.deque()
+_running_lock = threading.Lock()
 
 
 def _done(output_ref) -> bool:
@@ -313,13 +316,14 @@ def time_finished_runs(after_wait: bool = False) -> None:
     """Sets the `ExecuteTime` of the runs found finished (in launch order); `after_wait`:
     the caller has just waited for buffers (`before_wait` marked the runs it waited on)."""
     now = time.perf_counter_ns()
-    while _running:
-        run = _running[0]
-        if not _done(run[0]):
-            run[3] = now
-            return
-        _running.popleft()
-        counters.amend(run[2], (now if after_wait and run[4] else run[3]) - run[1])
+    with _running_lock:
+        while _running:
+            run = _running[0]
+            if not _done(run[0]):
+                run[3] = now
+                return
+            _running.popleft()
+            counters.amend(run[2], (now if after_wait and run[4] else run[3]) - run[1])
 
 
 def running() -> bool:
@@ -330,9 +334,10 @@ def running() -> bool:
 def before_wait() -> None:
     """Marks the runs still going as waited on by the host read about to start."""
     now = time.perf_counter_ns()
-    for run in _running:
-        if not _done(run[0]):
-            run[3], run[4] = now, True
+    with _running_lock:
+        for run in _running:
+            if not _done(run[0]):
+                run[3], run[4] = now, True
 
 
 counters.before_reads(time_finished_runs)
