@@ -6,6 +6,7 @@ import torch
 import torch_xla
 import torch_xla.debug.metrics as met
 from tests.compare import assert_same
+from tests.fresh_process import python
 
 
 def test_dot_general_contracts_the_dimensions_given(dev):
@@ -172,3 +173,10 @@ def test_clear_pending_irs_leaves_placeholders_and_nothing_to_run(dev):
     assert product.cpu().tolist() == [2.0] * 4
     with pytest.raises(RuntimeError):
         total.cpu()
+
+
+def test_the_engine_is_installed_once_at_import():
+    code = ("import torch, torch_xla, torch_xla.debug.metrics as met\n"
+            "torch_xla._XLAC._init_xla_lazy_backend(); torch_xla._XLAC._init_xla_lazy_backend()\n"
+            "print(met.counter_value('RegisterXLAFunctions'), (torch.ones(2, device='xla') + 1).tolist())")
+    assert python("-c", code).stdout.split("\n")[-2] == "1 [2.0, 2.0]"

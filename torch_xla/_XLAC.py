@@ -9,6 +9,7 @@ import json
 import jax
 import torch
 
+from torch_xla import _lazy
 from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import donation as _donation
@@ -308,6 +309,12 @@ def _check_tensor_need_materialization(tensors) -> list:
 def _get_executed_fallback_ops() -> list:
     """The ATen ops that ran through the CPU fallback since the counters were cleared."""
     return _counters.fallback_counters()
+
+
+def _init_xla_lazy_backend() -> None:
+    """Installs the engine into PyTorch (done at `import torch_xla`: a later call finds it
+    installed)."""
+    _lazy.install()
 
 
 def _xla_increment_counter(name: str, n: int = 1) -> None:

@@ -7,18 +7,31 @@ packed sequences, einsum as one op, the CPU's checks of `out=` arguments, XLA te
 the configuration of PyTorch's `openxla` dynamo backend.
 """
 # engine_ops and replicas.collective_ops register themselves on import
-from . import (device, dlpack, einsum, engine_ops, inplace, module_conversion,  # noqa: F401
+from . import (counters, device, dlpack, einsum, engine_ops, inplace, module_conversion,  # noqa: F401
                op_rules, out_arguments, packed_sequences, serialization, traced)
 from .graph_capture import dynamo_config
 from .replicas import collective_ops  # noqa: F401
 
-device.install()
-inplace.install()
-serialization.install()
-dynamo_config.install()
-module_conversion.install()
-packed_sequences.install()
-einsum.install()
-dlpack.install()
-out_arguments.install()
-op_rules.set_kernel_tracer(traced.trace)  # exports trace ops' own kernels through dispatch
+_installed = []
+
+
+def install() -> None:
+    """Installs the engine into PyTorch, once (counted as `RegisterXLAFunctions`, as torch_xla
+    counts the registration of its kernels); later calls find it installed."""
+    if _installed:
+        return
+    device.install()
+    inplace.install()
+    serialization.install()
+    dynamo_config.install()
+    module_conversion.install()
+    packed_sequences.install()
+    einsum.install()
+    dlpack.install()
+    out_arguments.install()
+    op_rules.set_kernel_tracer(traced.trace)  # exports trace ops' own kernels through dispatch
+    counters.count("RegisterXLAFunctions")
+    _installed.append(True)
+
+
+install()
