@@ -1,5 +1,6 @@
 """call_jax: a jax function as one op of the lazy graph, fused into the step's program,
-specialised once per function and argument signature."""
+specialised once per function and argument signature; XlaCallable: the same for a function
+of the XLA builder's `Op`s."""
 import jax
 import jax.numpy as jnp
 import pytest
@@ -92,3 +93,31 @@ def test_placeholder_traces_into_a_program_but_cannot_be_read(dev):
             torch_xla._XLAC._get_tensors_handle([donated])
     finally:
         torch_xla._XLAC._xla_set_enable_alias_with_buffer_donor_config(False)
+
+
+def test_flattened_input_func_splits_a_call_into_tensors_and_the_rest():
+    def f(nested, items, scale=1):
+        return {"sum": nested["a"]["b"] * scale + items[2], "n": len(items)}
+    flat = xb.FlattenedInputFunc(f)
+    t = torch.arange(3.0)
+    tensors = flat.preprocess(({"a": {"b": t}}, [0, 1, t + 1]), {"scale": 2})
+    assert len(tensors) == 2
+    out = flat.postprocess(flat.flat_call((torch.ones(3), torch.zeros(3))))
+    assert out["n"] == 3 and out["sum"].tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(RuntimeError, match="before preprocess"):
+        xb.FlattenedInputFunc(f).flat_call(())
+
+
+def test_xla_callable_builds_one_computation_per_signature(dev):
+    def f(pair, scale):
+        a, b = pair
+        return {"y": xb.Op.sin(a) * b, "z": [a + b * xb.Op.scalar(a.builder(), scale)]}
+    fn = xb.XlaCallable(f)
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    out = fn((a.to(dev), b.to(dev)), 2.0)
+    assert_same(out["y"], torch.sin(a) * b)
+    assert_same(out["z"][0], a + b * 2.0)
+    fn((a.to(dev), b.to(dev)), 2.0)
+    fn((a[:1].to(dev), b[:1].to(dev)), 2.0)
+    fn((a.to(dev), b.to(dev)), 3.0)
+    assert len(fn._cache) == 3  # one per shape and per scale

@@ -4,6 +4,10 @@ calling jax functions from PyTorch/XLA code (`call_jax`).
 The op builder's `Op`s wrap jax values (`_op_builder`); `xla_computation_as_func` and
 `xla_op_registry` run the computations built with it on XLA tensors through `call_jax`.
 
+`XlaCallable(fn)` calls `fn`, a function of `Op`s over any pytree of arguments, on XLA
+tensors: one computation per signature (`FlattenedInputFunc` splits the call into flat
+tensors and the rest).
+
 `call_jax(fn, args, kwargs)` records `fn`, a jax function, as one op of the lazy graph:
 its XLA tensor arguments (anywhere in the `args`/`kwargs` pytree) become the op's inputs,
 its other arguments are static (each value specialises `fn`), and its outputs (any pytree
@@ -16,6 +20,7 @@ from typing import Any, Optional
 
 import jax
 import torch
+from torch.utils import _pytree as pytree
 from jax._src import config as _jax_config
 
 from .._lazy import jax_functions
@@ -110,3 +115,72 @@ def xla_computation_as_func(computation, name=None):
         out = call_jax(computation, tuple(input_tensors), override_hash=computation.key)
         return list(out) if isinstance(out, tuple) else [out]
     return fn
+
+
+class FlattenedInputFunc:
+    """`orig_func` called with flat tensors: `preprocess(args, kwargs)` flattens the call's
+    arguments (PyTorch's pytree) and returns their tensors, keeping the other leaves;
+    `flat_call(tensors)` puts new values in the tensors' places, calls `orig_func` and
+    returns its flattened outputs; `postprocess(flat)` rebuilds the outputs' structure. So
+    `postprocess(flat_call(preprocess(args, kwargs))) == orig_func(*args, **kwargs)`."""
+
+    def __init__(self, orig_func):
+        self.orig_func = orig_func
+        self.non_tensors = self.in_spec = self.out_spec = None
+        self._sentinel = object()  # a tensor's place among the leaves
+
+    def preprocess(self, args, kwargs=None):
+        leaves, self.in_spec = self.flatten((args, kwargs or {}))
+        self.non_tensors = tuple(self._sentinel if isinstance(a, torch.Tensor) else a
+                                 for a in leaves)
+        return tuple(a for a in leaves if isinstance(a, torch.Tensor))
+
+    def flat_call(self, flat_input):
+        if self.in_spec is None:
+            raise RuntimeError("FlattenedInputFunc.flat_call before preprocess")
+        values = iter(flat_input)
+        leaves = [next(values) if a is self._sentinel else a for a in self.non_tensors]
+        args, kwargs = self.unflatten(leaves, self.in_spec)
+        flat, self.out_spec = self.flatten(self.orig_func(*args, **kwargs))
+        return flat
+
+    def postprocess(self, res_flattened):
+        if self.out_spec is None:
+            raise RuntimeError("FlattenedInputFunc.postprocess before flat_call")
+        return self.unflatten(res_flattened, self.out_spec)
+
+    def flatten(self, inputs):
+        return pytree.tree_flatten(inputs)
+
+    def unflatten(self, flattened, spec):
+        return pytree.tree_unflatten(flattened, spec)
+
+
+class XlaCallable:
+    """`xla_func`, a function of `Op`s (the XLA builder's API), called on XLA tensors: each
+    signature (tensor shapes and dtypes, the other arguments, the structure) is built once
+    into a computation, which runs as one op of the lazy graph."""
+
+    def __init__(self, xla_func):
+        self._flat = FlattenedInputFunc(xla_func)
+        self._cache = {}  # signature -> (the computation as a function, its outputs' spec)
+
+    def __call__(self, *args, **kwargs):
+        tensors = self._flat.preprocess(args, kwargs)
+        key = (tuple((tuple(t.shape), t.dtype) for t in tensors), self._flat.non_tensors,
+               self._flat.in_spec)
+        entry = self._cache.get(key)
+        if entry is None:
+            func = self._specialize(tensors)
+            outputs = func(tensors)  # traced here: flat_call has seen the outputs' structure
+            self._cache[key] = (func, self._flat.out_spec)
+        else:
+            func, self._flat.out_spec = entry
+            outputs = func(tensors)
+        return self._flat.postprocess(outputs)
+
+    def _specialize(self, tensors):
+        shapes = [Shape.create(Op.from_torch_type(t.dtype), t.shape) for t in tensors]
+        computation = create_computation(
+            "xla::computation", lambda *params: Op.tuple(self._flat.flat_call(params)), shapes)
+        return xla_computation_as_func(computation, "xla::computation")
