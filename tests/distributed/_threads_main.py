@@ -2,16 +2,18 @@
 DataParallel threads, every collective, and training on shards == one device on the batch
 (with the loss read on the host each step too); then two DataParallel instances on 2
 devices each, run one after the other and at the same time, each training as it would
-alone."""
+alone; then spawn_threads."""
 import gc
 import threading
 
 import pytest
 import torch
 
+import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.distributed.data_parallel as dp
 import torch_xla.runtime as xr
+from torch_xla._internal import pjrt
 from tests.distributed import _workers as w
 from tests.compare import assert_same
 
@@ -38,6 +40,8 @@ def main():
     print("ok two runs")
     dead_cycles()
     print("ok cycles")
+    spawn_threads()
+    print("ok spawn_threads")
 
 
 def _train(shards, barrier=None):
@@ -91,7 +95,7 @@ def two_runs(expected):
     holder.start()
     assert started.wait(timeout=600), "the holding run never started"
     try:
-        with pytest.raises(RuntimeError, match=r"xla:\[1\] already run another DataParallel run's replicas"):
+        with pytest.raises(RuntimeError, match=r"xla:\[1\] already run another run's replicas"):
             dp.DataParallel(w._model, device_ids=["xla:1", "xla:2"])(hold, [0, 0])
     finally:
         checked.set()
@@ -131,6 +135,22 @@ def dead_cycles():
             run(lambda model, loader, device, context: _step_with_a_cycle(device, {0}, kept_on={1}), [0, 0])
     finally:
         gc.enable()
+
+
+def spawn_threads():
+    """`_internal.pjrt.spawn_threads`: a thread per device, each its own `xla:N` and ordinal;
+    tensors made there with `device=` (a factory's device in the graph) meet in one program."""
+    seen = {}
+
+    def replica(ordinal, scale):
+        device = torch_xla.device()
+        x = torch.full((2,), ordinal + 1.0, device=device) * scale
+        seen[ordinal] = (str(device), xr.world_size(), xm.all_reduce(xm.REDUCE_SUM, x).cpu())
+    pjrt.spawn_threads(replica, (2.0,))
+    assert sorted(seen) == [0, 1, 2, 3]
+    for ordinal, (device, world, total) in seen.items():
+        assert (device, world) == (f"xla:{ordinal}", 4)
+        assert_same(total, torch.full((2,), 20.0), device="cpu")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """torch_xla._internal.pjrt: a function run on every device of the runtime with its results
-gathered (`run_multiprocess`), and `spawn` as xmp.spawn runs it.
+gathered (`run_multiprocess`), `spawn` as xmp.spawn runs it, and `spawn_threads`.
 
-Here each device is driven by a process of its own, xmp.spawn's (torch_xla runs one thread
-per device in one process on a CPU): in each, the device is `xla:0`, and the results are
-keyed by the process's global ordinal.
+Here `run_multiprocess` and `spawn` drive each device by a process of its own, xmp.spawn's
+(torch_xla runs one thread per device in one process on a CPU): in each, the device is
+`xla:0`, and the results are keyed by the process's global ordinal. `spawn_threads` runs
+one thread per device of this process, each thread's device its own `xla:N`.
 """
 import os
 import pickle
@@ -11,6 +12,8 @@ import tempfile
 
 import torch_xla
 import torch_xla.runtime as xr
+from torch_xla._lazy import pjrt as _pjrt
+from torch_xla._lazy.replicas import threads as _threads
 from torch_xla.distributed import xla_multiprocessing as xmp
 
 
@@ -81,3 +84,10 @@ def spawn(fn, nprocs: int = None, start_method: str = "spawn", args=()) -> None:
                          "variable X_NUM_DEVICES (where X is CPU, TPU, NEURONCORE, etc) to limit "
                          "the number of devices used.")
     run_multiprocess(_WithOrdinal(fn, args), start_method=start_method)
+
+
+def spawn_threads(fn, args=()) -> None:
+    """`fn(ordinal, *args)` in this process, on a thread per device of it (`xla:N`, the
+    thread's own device: ordinal N), the threads the replicas of their collectives."""
+    indices = list(range(len(_pjrt.jax_devices())))
+    _threads.run_threads(indices, lambda k: fn(xr.global_ordinal(), *args), who="spawn_threads")

@@ -58,6 +58,9 @@ def encode_constant_call(func, args, kwargs):
     return template, inputs, device
 
 
+_XLA = torch.device("xla")
+
+
 class _Encoding(ArgumentEncoder):
     """One call's arguments as the lazy path encodes them: XLA tensors (all on one device)
     and 0-d CPU tensors are the inputs; what it sees is written down as the call's
@@ -104,6 +107,10 @@ class _Encoding(ArgumentEncoder):
             obj, t = int(obj), int
         # 3 and 3.0 (and True and 1) are equal keys but give other dtypes: typed in the key
         self.sig.append((t, obj) if t in NUMBER_TYPES else obj)
+        if t is torch.device and obj.type == "xla":
+            # A program runs on the device its key names: the graph names none, so that the
+            # replicas' graphs (a factory's device=xla:N) are one.
+            return _XLA
         return obj
 
 

@@ -71,9 +71,13 @@ def _identity(s):
     return t, s
 
 
-def scalar_slots(scalars):
+def scalar_slots(scalars, shared=True):
     """(each scalar's parameter, each parameter's type): one parameter per distinct scalar,
-    numbered in order of first use."""
+    numbered in order of first use; not `shared`: one per scalar (a program with collectives:
+    its replicas' scalars are equal in some places on one replica, elsewhere on another, and
+    their programs must be one)."""
+    if not shared:
+        return tuple(range(len(scalars))), tuple(type(s) for s in scalars)
     numbers, slots, types = {}, [], []
     for s in scalars:
         k = _identity(s)
@@ -397,7 +401,8 @@ def walk(values, held=None):
         plan.append((node.op, node.template, refs, s0, len(scalars), node.avals))
         key_nodes.append((node.key, refs))
     root_refs = tuple(ref(v) for v in roots)
-    slots = scalar_slots(scalars)
+    collective = any(node.op.collective for node in order)
+    slots = scalar_slots(scalars, shared=not collective)
     key = (precision.setting(), tuple(key_nodes), root_refs, len(donated),
            tuple((v.shape, v.dtype) for v in donated), tuple((v.shape, v.dtype) for v in kept),
            slots)
@@ -405,7 +410,7 @@ def walk(values, held=None):
     plan = tuple(plan)
     dtypes = parameter_dtypes(plan, [v.dtype for v in donated + kept], *slots) if scalars else ()
     program = Program(plan, root_refs, len(donated), *slots, key[0], dtypes)
-    w = Walk(order, roots, key, program, args, derived)
+    w = Walk(order, roots, key, program, args, derived, collective)
     w.pending, w.leaves = pending, donated + kept
     w.free = tuple(held is not None and id(v.data) not in held for v in w.leaves)
     return w

@@ -8,16 +8,13 @@ threads of their own on other devices, keep apart.
 """
 import copy
 import inspect
-import threading
 
 import torch
 
 from torch_xla._lazy import pjrt
-from torch_xla._lazy.replicas import program as replicated
+from torch_xla._lazy.replicas import threads
 from . import parallel_loader as pl
 
-_busy = set()  # indices of the devices a run in progress drives
-_busy_lock = threading.Lock()
 _FIX = ("pass a module instance or a zero-argument callable that builds one, "
         "e.g. lambda: torch.nn.Linear(10, 2)")
 
@@ -72,53 +69,11 @@ class DataParallel:
     def __call__(self, loop_fn, loader, fixed_batch_size=False, batchdim=0):
         """Runs `loop_fn(model, device_loader, device, context)` on every device, in one thread
         each; returns their results in device order."""
-        indices = [d.index or 0 for d in self._devices]
-        _claim(indices)
-        try:
-            return self._run(loop_fn, loader, indices, batchdim)
-        finally:
-            with _busy_lock:
-                _busy.difference_update(indices)
-
-    def _run(self, loop_fn, loader, indices, batchdim):
         para_loader = pl.ParallelLoader(loader, self._devices, batchdim=batchdim)
-        results, errors = [None] * len(self._devices), [None] * len(self._devices)
-        meeting = replicated.Meeting()
-
-        def run(k):
-            pjrt.set_thread_device(indices[k])
-            pjrt.set_thread_replicas(indices)
-            replicated.attend(meeting)
-            # The replica's backward passes run on its thread (thread-local), where collectives
-            # recorded by backward hooks (FSDP's reduce_scatter) know their replica.
-            torch._C._set_multithreading_enabled(False)
-            try:
-                results[k] = loop_fn(self._models[k], para_loader.per_device_loader(self._devices[k]),
-                                     self._devices[k], self._contexts[k])
-            except BaseException as e:  # noqa: BLE001  (raised below, in the caller's thread)
-                errors[k] = e
-                meeting.abort(e)
-
-        threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(len(indices))]
         try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            return threads.run_threads(
+                [d.index or 0 for d in self._devices],
+                lambda k: loop_fn(self._models[k], para_loader.per_device_loader(self._devices[k]),
+                                  self._devices[k], self._contexts[k]))
         finally:
             para_loader.close()
-        for e in errors:
-            if e is not None:
-                raise e
-        return results
-
-
-def _claim(indices) -> None:
-    """Marks the devices as driven by a run in progress; a device another run drives is an
-    error (two threads cannot both be its replica)."""
-    with _busy_lock:
-        taken = sorted(_busy.intersection(indices))
-        if taken:
-            raise RuntimeError(f"DataParallel: xla:{taken} already run another DataParallel run's "
-                               "replicas; runs at the same time need devices of their own")
-        _busy.update(indices)
