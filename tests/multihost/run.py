@@ -151,6 +151,24 @@ def _get(lines, deadline, what):
         raise Failed(f"no end of {what} in time") from None
 
 
+def _rest(hosts, host, lines, wait=20):
+    """The last 50 lines host printed until it ended (killed if still running after `wait` s)."""
+    out, killed = [], False
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0.1))
+        except queue.Empty:
+            if killed:
+                return "".join(out[-50:]) + "(its output did not end)\n"
+            hosts.kill(host)
+            killed, deadline = True, time.monotonic() + wait
+            continue
+        if line is None:
+            return "".join(out[-50:])
+        out.append(line)
+
+
 def _kill_at_step(hosts, ck, victim, step=3, unplug=False, **extra):
     """Trains on 2 x 4, checkpointing every step, and kills every process of host `victim`
     when it announces `step` (`unplug`: takes its link down instead, so that no connection
@@ -167,7 +185,8 @@ def _kill_at_step(hosts, ck, victim, step=3, unplug=False, **extra):
     while True:
         line = _get(lines[victim], deadline, f"host {victim}'s steps")
         if line is None:
-            raise Failed(f"host {victim} ended before step {step}:\n" + "".join(seen[-50:]))
+            raise Failed(f"host {victim} ended before step {step}:\n" + "".join(seen[-50:]) +
+                         f"\nhost {survivor} meanwhile:\n" + _rest(hosts, survivor, lines[survivor]))
         if {"step": step} in tagged(line, "STEP"):
             break
         seen.append(line)
