@@ -1,4 +1,4 @@
-"""Seeing inside the graph: IR text, StableHLO/HLO, dot, XLA_SAVE_TENSORS_FILE, XLA_FLAGS."""
+"""Seeing inside the graph: IR text, StableHLO/HLO, dot, XLA_FLAGS."""
 import os
 import re
 import textwrap
@@ -62,17 +62,6 @@ def test_dot_graph(dev):
     assert 'n0 [label="aten.mm.default\\nfloat32[2, 2]"];' in dot
     assert re.search(r"p[01] -> n0 \[label=\"0\"\]", dot) and re.search(r"p[01] -> n0 \[label=\"1\"\]", dot)
     assert "n0 -> n1" in dot and "n2 -> root0" in dot
-
-
-def test_save_tensors_file(dev, tmp_path, monkeypatch):
-    path = tmp_path / "graphs.txt"
-    monkeypatch.setenv("XLA_SAVE_TENSORS_FILE", str(path))
-    _, _, c = _graph(dev)
-    c.cpu()
-    (c * 3).sum().item()
-    text = path.read_text()
-    assert text.count("[graph]") == 3  # the randn pair (mark_step), c, the sum
-    assert "aten.mm.default" in text and "aten.sum.default" in text
 
 
 def test_xla_flags_pass_through_to_xla(tmp_path):

@@ -30,6 +30,27 @@ def virtual_device():
 
 
 @check
+def saved_graphs_name_their_outputs_shardings():
+    """XLA_SAVE_TENSORS_FILE in the hlo format: after an SPMD program's record, each
+    output's shape and sharding (torch_xla's `#OUTPUT_SHARDING` block)."""
+    import tempfile
+    mesh = xs.Mesh(np.arange(N), (1, N))
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ.update(XLA_SAVE_TENSORS_FILE=f"{tmp}/graphs", XLA_SAVE_TENSORS_FMT="hlo")
+        try:
+            x = torch.randn(8, 32).to("xla")
+            xs.mark_sharding(x, mesh, (0, 1))
+            y = x + 1
+            torch_xla.sync()
+        finally:
+            del os.environ["XLA_SAVE_TENSORS_FILE"], os.environ["XLA_SAVE_TENSORS_FMT"]
+        lines = open(f"{tmp}/graphs.0").read().splitlines()
+    assert lines[-2] == "#OUTPUT_SHARDING_END", lines[-6:]
+    assert lines[-4] == f"f32[8,32]{{1,0}} {spec(y)}" and "devices=[1,8]" in lines[-4], lines[-6:]
+    assert any(line.startswith("HloModule") for line in lines)
+
+
+@check
 def guide_example():
     """The SPMD user guide's example, unchanged, then the shards it promises."""
     num_devices = xr.global_runtime_device_count()

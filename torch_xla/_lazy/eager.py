@@ -15,7 +15,7 @@ while its function is traced.
 import threading
 import weakref
 
-from . import deferred_checks, execution, graph_dump, graph_program, pjrt, runner
+from . import deferred_checks, execution, graph_program, graph_save, pjrt, runner
 from .tensor import XLATensor
 
 ON = [False]  # the setting, read by the dispatch entry at each op
@@ -127,15 +127,14 @@ def _launch(key, node, values) -> bool:
     """Runs `values` with the op's cached program; False if there is none."""
     entry = _programs.get(key)
     program = None if entry is None else entry[0]()
-    if program is None or not graph_program.cached(program):
-        return False
+    if program is None or not graph_program.cached(program) or graph_save.enabled():
+        return False  # (a graph saved is walked: the general path)
     inputs = node.inputs
     outputs = runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in entry[1]]),
                              program.pack_on(node.scalars, values[0].device),
                              timed_as="EagerOpExecuteTime")
     for v, o in zip(values, outputs):
         v.set_data(o)
-    graph_dump.save_graph((node,))
     return True
 
 

@@ -15,16 +15,15 @@ of values waits (`to_cpu`, `wait_device_ops`), and a `mark_step` after a step wi
 deferred checks waits for that step's program (one step in flight).
 """
 import gc
-import os
 import threading
 
 import jax
 import torch
 
-from . import compile_explanation, counters, deferred_checks, donation, graph_cache, graph_program, pjrt
+from . import (compile_explanation, counters, deferred_checks, donation, graph_cache, graph_program,
+               graph_save, pjrt)
 from .deferred_checks import raise_failed_checks, read_checks, take_deferred, take_launched
 from .execution_errors import lowering_failed, program_failed
-from .graph_dump import save_graph
 from .ir import Value
 from .replicas import program as replicated
 from .spmd import manual_regions as manual
@@ -143,6 +142,9 @@ def _run(values, held=None, eager=False):
             # Replicas must agree on the program, and which buffers are still held can differ
             # between them (a dead tensor not yet collected): no donation here.
             w = graph_program.walk(values)
+    saving = graph_save.enabled()
+    if saving:
+        graph_save.save_sync(w, w.device)
     try:
         program = _execute(w, eager, walked)
     except replicated.GraphsDiffer:
@@ -157,8 +159,8 @@ def _run(values, held=None, eager=False):
         for v in w.roots:
             v.fail(error)
         raise error from e
-    if os.environ.get("XLA_SAVE_TENSORS_FILE"):
-        save_graph(w.order)
+    if saving:
+        graph_save.save_output_shardings(w.roots, w.device)
     return program
 
 

@@ -3,11 +3,9 @@ or bytecode) or HLO text of the program that would run, and the graph as Graphvi
 
 All three use the lazy path's own walk (`graph_program.walk`), so what they show is exactly what
 `mark_step` would compile for these tensors: the same nodes in the same order, and for
-the program text, jax's lowering of the same function the runner compiles. Under
-XLA_SAVE_TENSORS_FILE each executed graph's IR is appended to that file (`save_graph`).
+the program text, jax's lowering of the same function the runner compiles.
 """
 import hashlib
-import os
 
 import torch
 from jax._src.lib import hlo as _hlo
@@ -68,10 +66,11 @@ def ir_text(tensors) -> str:
     a buffer or a dynamic scalar (a program parameter: equal scalars share one) is an
     `xla::device_data()` line before its first use; arguments that are not tensors follow
     as `name=value`, and each root says `ROOT=k` (its place among the outputs)."""
-    return _walk_text(_walk(tensors))
+    return walk_text(_walk(tensors))
 
 
-def _walk_text(w) -> str:
+def walk_text(w) -> str:
+    """`ir_text` of a walk (None: nothing pending)."""
     if w is None:
         return "IR {\n  (no pending computation)\n}\n"
     donated, kept, _ = w.args
@@ -147,8 +146,11 @@ def program_text(tensors, dialect: str = "stablehlo") -> str:
     """The program's text: `dialect` 'stablehlo' (MLIR) or 'hlo' (XLA HLO). Empty if nothing
     is pending. Dims marked unbounded (`unbounded_dims`) are symbolic in the StableHLO."""
     w = _walk(tensors)
-    if w is None:
-        return ""
+    return "" if w is None else walk_program_text(w, dialect)
+
+
+def walk_program_text(w, dialect: str = "stablehlo") -> str:
+    """`program_text` of a walk."""
     if dialect == "hlo":
         return hlo_text(_lowered(w))
     symbolic = _symbolic_args(w)
@@ -187,7 +189,11 @@ def program_bytecode(tensors) -> bytes:
 
 def dot(tensors) -> str:
     """The pending graph as a Graphviz digraph: buffer parameters, op nodes, data edges."""
-    w = _walk(tensors)
+    return walk_dot(_walk(tensors))
+
+
+def walk_dot(w) -> str:
+    """`dot` of a walk (None: nothing pending)."""
     lines = ["digraph G {"]
     if w is not None:
         for name in _leaf_names(w):
@@ -210,17 +216,9 @@ def graph_hash(tensors) -> bytes:
     Under the buffer-donor config (`_xla_sync_multi` donates the marked buffers), which of
     its parameters are marked for donation is part of it: they change the program."""
     w = _walk(list(tensors) or None)
-    text = _walk_text(w)
+    text = walk_text(w)
     if donation.with_sync_multi[0] and w is not None:
         donated, kept, _ = w.args
         marked = [i for i, v in enumerate([*donated, *kept]) if donation.is_donor(v)]
         text += f"donors={marked}\n" if marked else ""
     return hashlib.sha256(text.encode()).digest()
-
-
-def save_graph(order) -> None:
-    """XLA_SAVE_TENSORS_FILE: appends each executed graph's IR to that file."""
-    path = os.environ.get("XLA_SAVE_TENSORS_FILE")
-    if path:
-        with open(path, "a") as f:
-            f.write("[graph]\n" + "\n".join(f"  %{i} = {format_node(n)}" for i, n in enumerate(order)) + "\n")

@@ -29,7 +29,7 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
-from .. import counters, donation, graph_program, pjrt, rng, runner
+from .. import counters, donation, graph_program, graph_save, pjrt, rng, runner
 from ..replicas import program as replicated
 from ..deferred_checks import has_deferred_checks
 from ..execution import materialize, to_cpu
@@ -193,6 +193,8 @@ class _Plan:
         if program is None or not runner.is_cached(program):
             program = self._compile(values, device, fused, donors)
             self.programs[(device, layout, donors)] = weakref.ref(program)
+        if graph_save.enabled():
+            graph_save.save_captured_run((self.key, device, layout, donors), self.fn.gm, program, device)
         n_rng = self.fn.n_rng
         seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
         if self.mutated:
