@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
+import torch_xla.debug.metrics_saver as metrics_saver
 import torch_xla.distributed.xla_multiprocessing as xmp
 import torch_xla.utils.utils as xu
 from torch_xla.utils import closures
@@ -60,7 +61,8 @@ def sync(wait: bool = False, reset_scope: bool = True) -> None:
     """Ends the step: runs every pending computation (one program per device; on a
     DataParallel thread, its device's), then the closures `xm.add_step_closure` queued.
 
-    `wait` (or XLA_SYNC_WAIT=1) blocks until the programs have run. With `reset_scope`,
+    `wait` (or XLA_SYNC_WAIT=1) blocks until the programs have run; under XLA_METRICS_FILE
+    the metrics report is appended to that file (`debug.metrics_saver`). With `reset_scope`,
     a step may not end inside a profiler `Trace` region (RuntimeError naming it, once the
     programs ran).
     """
@@ -69,6 +71,8 @@ def sync(wait: bool = False, reset_scope: bool = True) -> None:
     _execution.mark_step(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait))
     if reset_scope:
         scopes.reset()
+    if "XLA_METRICS_FILE" in os.environ and xm.is_master_ordinal():  # once, not per replica
+        metrics_saver.save_metrics()
     closures.run_step_closures()
 
 
