@@ -290,12 +290,12 @@ def _get_xla_tensor_debug_info(t) -> str:
         lines.append("XLAData: None")
     else:
         devices = v.data.sharding.device_set  # known after the buffer was donated too
-        sharded = len(devices) > 1
+        sharded = len(devices) > 1 or v.sharding is not None  # data laid out on the mesh
         where = "SPMD:0" if sharded else _device_info.real_name(next(iter(devices)))
-        lines += ["XLAShardedData" if sharded else "XLAData: ", f"  Data Device: {where}",
-                  f"  Data Shape: {_ir.hlo_shape(v.shape, v.dtype)}",
-                  f"  OpSharding: {spec or '{replicated}'}" if sharded else
-                  f"  Data Handle: {'Deleted' if v.data.is_deleted() else v.data.unsafe_buffer_pointer()}"]
+        lines += ["XLAShardedData: " if sharded else "XLAData: ", f"  Data Device: {where}",
+                  f"  Data Shape: {_ir.hlo_shape(v.shape, v.dtype)}"]
+        lines += [f"  OpSharding: {spec or '{replicated}'}", f"  NumShards: {len(devices)}"] if sharded else \
+            [f"  Data Handle: {'Deleted' if v.data.is_deleted() else v.data.unsafe_buffer_pointer()}"]
     lines += ["Tensor on host: None", "}"]
     return "\n".join(lines) + "\n"
 

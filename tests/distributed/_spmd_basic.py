@@ -133,6 +133,9 @@ def sharding_specs_print_as_xla_does():
         xt = xs.mark_sharding(t, mesh, partition)
         assert spec(t) == text and xt.sharding_spec == text, (partition, spec(t))
         assert xt.sharding_type == kind
+        info = torch_xla._XLAC._get_xla_tensor_debug_info(t)
+        assert f"XLAShardedData: \n  Data Device: SPMD:0\n" in info, info
+        assert f"  OpSharding: {text}\n  NumShards: {N}\n" in info, info
         xs.clear_sharding(t)
         assert spec(t) == ""
 
