@@ -91,12 +91,16 @@ def test_scalars_placed_anew_count_as_device_data_cache_misses(dev):
     x = torch.ones(3, device=dev)
     torch_xla.sync()
     met.clear_all()
-    misses = []
-    for factor in (2.0, 2.0, 3.0):
+    misses, uploads = [], []
+    # values no other test uses: a scalar is placed on the device once for every program
+    for factor in (2.0202, 2.0202, 3.0303):
         (x * factor).cpu()
         misses.append(met.counter_value("DeviceDataCacheMiss") or 0)
-    # 2.0 placed once (unless an earlier test left it placed), kept, then 3.0 placed anew
-    assert misses[0] <= 1 and misses[1] == misses[0] and misses[2] == misses[1] + 1
+        uploads.append(met.metric_data("TransferToDeviceTime")[0])
+    (x + 2.0202).cpu()  # another program, a scalar placed already
+    # each placing is a transfer to the device, timed
+    assert misses == [1, 1, 2] and uploads == [1, 1, 2]
+    assert met.counter_value("DeviceDataCacheMiss") == met.counter_value("TransferToDevice") == 2
 
 
 def test_tensors_made_and_gone_are_counted(dev):

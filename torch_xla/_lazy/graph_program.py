@@ -22,12 +22,11 @@ so a step keeps one copy of the model.
 import collections
 import struct
 
-import jax
 import numpy as np
 import torch
 from jax._src.lax.lax import _convert_element_type
 
-from . import compile_explanation, counters, pjrt, program_store, runner
+from . import compile_explanation, counters, program_store, runner, scalar_arrays
 from .ir import In, Node, fill_template, node_type
 from .lowering import composite, precision
 from .lowering.replay import call_lowering
@@ -148,9 +147,9 @@ class Program(runner.Executable):
             return tuple([np.array(scalars[i], d) for i, d in zip(self.firsts, self.slot_dtypes)])
 
     def pack_on(self, scalars, device):
-        """`pack(scalars)` as arrays on XLA device `device`, kept for the next launch: a
-        step's scalars (learning rate, momentum) rarely change, and a launch given host
-        arrays copies them in again each time. Reused only for the same bytes."""
+        """`pack(scalars)` as arrays on XLA device `device` (`scalar_arrays`), kept for the
+        next launch: a step's scalars (learning rate, momentum) rarely change, and a launch
+        given host arrays copies them in again each time. Reused only for the same bytes."""
         packed = None
         try:
             bits = self.scalar_layout.pack(*scalars)
@@ -160,12 +159,10 @@ class Program(runner.Executable):
         placed = self.placed
         if placed is not None and placed[0] == bits:
             return placed[1]
-        target = pjrt.jax_device(device)
         packed = self.pack(scalars) if packed is None else packed
-        if packed:
-            counters.count("DeviceDataCacheMiss")  # torch_xla's name: scalars placed anew
-        placed = self.placed = (bits, tuple(jax.device_put(list(packed), target)))
-        return placed[1]
+        arrays = scalar_arrays.on_device(packed, device)
+        self.placed = (bits, arrays)
+        return arrays
 
     def run_packed(self, donated, kept, packed):
         """The program on its scalar parameters, each made weakly typed (bools are not, nor
