@@ -414,3 +414,38 @@ def dynamo_mark_sharding_is_mark_sharding_as_an_op():
     x = torch.randn(8, 8).to('xla')
     torch_xla.sync()
     assert_same(torch.compile(fn, backend="openxla")(x), fn(x).cpu())
+
+
+@check
+def a_compiled_model_trains_over_the_mesh_as_on_the_cpu():
+    """torch.compile of a model whose weight is sharded (and inputs laid out on the mesh or
+    still on the virtual device): one program over the mesh per graph, the CPU's losses,
+    outputs laid out as the program left them, no compilation once the layouts settle."""
+    import copy
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    model = copy.deepcopy(ref).to("xla")
+    mesh = xs.Mesh(np.arange(N), (N, 1), ("data", "model"))
+    xs.mark_sharding(model[0].weight, mesh, ("data", None))
+    opt, ref_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref))
+    compiled = torch.compile(model, backend="openxla")
+    counts = []
+    for _ in range(4):
+        x, y = torch.randn(8, 16), torch.randn(8, 4)
+        xx = x.to("xla")
+        xs.mark_sharding(xx, mesh, ("data", None))
+        out = compiled(xx)
+        assert "XLAShardedData" in torch_xla._XLAC._get_xla_tensor_debug_info(out)
+        loss = F.mse_loss(out, y.to("xla"))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        torch_xla.sync()
+        ref_loss = F.mse_loss(ref(x), y)
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        close(loss.item(), ref_loss.item())
+        counts.append(met.counter_value("DynamoCompile"))
+    assert counts[1] == counts[-1], counts
+    assert spec(model[0].weight) == "{devices=[8,1]0,1,2,3,4,5,6,7}", spec(model[0].weight)

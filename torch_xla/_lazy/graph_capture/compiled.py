@@ -31,6 +31,7 @@ from torch.utils import _pytree as pytree
 
 from .. import counters, donation, graph_program, graph_save, pjrt, rng, runner
 from ..replicas import program as replicated
+from ..spmd import layout as spmd
 from ..deferred_checks import has_deferred_checks
 from ..execution import materialize, to_cpu
 from ..frames import run_without_dynamo
@@ -172,7 +173,7 @@ class _Plan:
         for kind, x in self.fn.output_refs:
             if kind == "value":
                 shape, dtype = self.out_avals[x]
-                results.append(_to_functional(wrap(Value(shape, dtype, device, data=outs[x]))))
+                results.append(_to_functional(wrap(_output_value(shape, dtype, device, outs[x]))))
             elif kind == "input":
                 results.append(args[self.tensor_args[x]])
             elif kind == "alias":
@@ -184,17 +185,11 @@ class _Plan:
         return results
 
     def _run_program(self, values, device):
-        """(mutated, outputs) of the program on `device`."""
+        """(mutated, outputs) of the program on `device` (under SPMD, over the mesh its
+        arguments are laid out on, if any is)."""
         fused = self._fuse_pending(values, device)
         layout = None if fused is None else fused[1]
         donors = self._donors(values)
-        ref = self.programs.get((device, layout, donors))
-        program = None if ref is None else ref()
-        if program is None or not runner.is_cached(program):
-            program = self._compile(values, device, fused, donors)
-            self.programs[(device, layout, donors)] = weakref.ref(program)
-        if graph_save.enabled():
-            graph_save.save_captured_run((self.key, device, layout, donors), self.fn.gm, program, device)
         n_rng = self.fn.n_rng
         seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
         if self.mutated:
@@ -204,9 +199,24 @@ class _Plan:
         else:
             args_d = ()
         args_d += tuple(values[i].data for i in donors)
-        args_k = tuple(values[i].data for i in self._buffers(values, donors))
+        buffers = self._buffers(values, donors)
+        args_k = tuple(values[i].data for i in buffers)
         lazy_args = () if fused is None else fused[0].args[1:]
-        return runner.execute(program, args_d, args_k, seeds, lazy_args)
+        laid_out = _on_mesh(args_d + args_k) if pjrt.is_spmd() else None
+        if laid_out is not None:
+            placed, layout = laid_out, (layout, tuple(spmd.layout(a.sharding) for a in laid_out))
+            args_d, args_k = placed[:len(args_d)], placed[len(args_d):]
+        args = (args_d, args_k, seeds, lazy_args)
+        ref = self.programs.get((device, layout, donors))
+        program = None if ref is None else ref()
+        if program is None or not runner.is_cached(program):
+            placement = runner.OnMesh(None) if laid_out is not None else runner.on_device(device)
+            program = self._compile(values, args, buffers, (self.key, device, layout, donors),
+                                    placement, fused)
+            self.programs[(device, layout, donors)] = weakref.ref(program)
+        if graph_save.enabled():
+            graph_save.save_captured_run((self.key, device, layout, donors), self.fn.gm, program, device)
+        return runner.execute(program, *args)
 
     def _buffers(self, values, donors):
         """The inputs the graph only reads passed as buffers (not pending, not donated)."""
@@ -316,15 +326,16 @@ class _Plan:
         materialize([values[i] for i in pending])
         return None
 
-    def _compile(self, values, device, fused, donors):
-        key = (self.key, device, None if fused is None else fused[1], donors)
-        placement = runner.on_device(device)
+    def _compile(self, values, args, buffers, key, placement, fused):
+        """The program placed by `placement` taking `args` (donated, kept, seeds, lazy
+        arguments): the graph's inputs those of `values` it writes and its donors (donated),
+        then `buffers` (kept), then those `fused` computes from the lazy graph."""
         program = runner.lookup(key, placement)
         if program is not None:
             return program
         counters.count("DynamoCompile")
+        donors = key[-1]
         fn, n, donated = self.fn, len(values), self.mutated + list(donors)
-        buffers = self._buffers(values, donors)
         lazy = None if fused is None else fused[0].program
         computed = {} if fused is None else dict(fused[1][1])  # input -> root of the walk
         leaf_of = {i: k for k, i in enumerate(donated + buffers)}  # input -> argument
@@ -337,15 +348,29 @@ class _Plan:
 
         def explain():
             print(f"[PT_XLA_DEBUG] compiled a captured graph of {fn.n_ops} ops "
-                  f"({len(values)} inputs, {len(donated)} donated, "
+                  f"({n} inputs, {len(donated)} donated, "
                   f"{len(computed)} computed inside from the lazy graph)", flush=True)
 
-        seeds = tuple(0 for _ in range(fn.n_rng))
-        lazy_args = () if fused is None else fused[0].args[1:]
-        args = (tuple(values[i].data for i in donated), tuple(values[i].data for i in buffers),
-                seeds, lazy_args)
         return runner.compile(program_fn, args, placement, key=key, donate=bool(donated),
                               explain=explain)
+
+
+def _on_mesh(arrays):
+    """Under SPMD: `arrays` placed on the mesh of the first one laid out over it (the
+    others, on the virtual device, replicated there), or None when none is."""
+    laid = next((a for a in arrays if not spmd.is_virtual(a)), None)
+    if laid is None:
+        return None
+    everywhere = spmd.replicated(spmd.mesh_of(laid.sharding))
+    return tuple(spmd.place(a, everywhere) if spmd.is_virtual(a) else a for a in arrays)
+
+
+def _output_value(shape, dtype, device, data):
+    """An output's value; laid out over the mesh (SPMD), it keeps the layout it took."""
+    value = Value(shape, dtype, device, data=data)
+    if pjrt.is_spmd() and not spmd.is_virtual(data):
+        value.sharding = data.sharding
+    return value
 
 
 def _lazy_view(value, steps, device):
