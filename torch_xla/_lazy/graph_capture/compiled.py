@@ -170,10 +170,11 @@ class _Plan:
         if mutated:
             self.owners = self._write_inputs(args, mutated, device)
         results = []
+        mesh = _input_mesh(values) if pjrt.is_spmd() else None
         for kind, x in self.fn.output_refs:
             if kind == "value":
                 shape, dtype = self.out_avals[x]
-                results.append(_to_functional(wrap(_output_value(shape, dtype, device, outs[x]))))
+                results.append(_to_functional(wrap(_output_value(shape, dtype, device, outs[x], mesh))))
             elif kind == "input":
                 results.append(args[self.tensor_args[x]])
             elif kind == "alias":
@@ -356,21 +357,34 @@ class _Plan:
 
 
 def _on_mesh(arrays):
-    """Under SPMD: `arrays` placed on the mesh of the first one laid out over it (the
-    others, on the virtual device, replicated there), or None when none is."""
-    laid = next((a for a in arrays if not spmd.is_virtual(a)), None)
+    """Under SPMD: `arrays` placed on the mesh of the first one laid out over several
+    devices (the others, on the virtual device, replicated there), or None when none is
+    (on a mesh of one device, the program is the virtual device's)."""
+    laid = next((a for a in arrays if len(a.sharding.device_set) > 1), None)
     if laid is None:
         return None
     everywhere = spmd.replicated(spmd.mesh_of(laid.sharding))
     return tuple(spmd.place(a, everywhere) if spmd.is_virtual(a) else a for a in arrays)
 
 
-def _output_value(shape, dtype, device, data):
-    """An output's value; laid out over the mesh (SPMD), it keeps the layout it took."""
+def _output_value(shape, dtype, device, data, mesh):
+    """An output's value. Under SPMD, one laid out over the mesh keeps the layout it took;
+    one of a program on the virtual device whose inputs were laid out on a `mesh` of one
+    device is replicated there."""
     value = Value(shape, dtype, device, data=data)
-    if pjrt.is_spmd() and not spmd.is_virtual(data):
+    if len(data.sharding.device_set) > 1:
         value.sharding = data.sharding
+    elif mesh is not None:
+        value.sharding = spmd.replicated(mesh)
     return value
+
+
+def _input_mesh(values):
+    """Under SPMD, the mesh of the first input laid out on one, or None."""
+    for v in values:
+        if v.data is not None and not spmd.is_virtual(v.data):
+            return spmd.mesh_of(v.data.sharding)
+    return None
 
 
 def _lazy_view(value, steps, device):
