@@ -41,6 +41,16 @@ def uneven_data_shards_are_padded():
     xt.load_local_shards_([xs.XLAShard(s.unpadded_data, s.indices, s.shard_device, s.replica_id)
                            for s in shards])  # unpadded blocks do too
     assert_same(xa, a, **ALLCLOSE)
+    raises(RuntimeError, lambda: xt.load_local_shards_(
+        [xs.XLAShard(torch.zeros(3, 4), s.indices, s.shard_device, s.replica_id) for s in shards]),
+        "has shape [3, 4]; this tensor's shards have shape [2, 4]")
+    even = xs.mark_sharding(torch.randn(8, 4).to('xla'), mesh, ('x', None))
+    raises(RuntimeError, lambda: even.load_local_shards_(
+        [xs.XLAShard(s.data.reshape(2, 2), s.indices, s.shard_device, s.replica_id)
+         for s in even.local_shards]), "has shape [2, 2]")
+    copies = xs.mark_sharding(torch.randn(8, 4).to('xla'), mesh, (None, None))
+    raises(RuntimeError, lambda: copies.load_local_shards_(copies.local_shards),
+           "needs a sharded tensor")
 
 
 @check
@@ -207,3 +217,11 @@ def global_tensors_from_cpu_shards():
     for bad in ((5,), (2, 2)):
         raises(RuntimeError, lambda: from_shards(same, replicated, torch.Size(bad)), "do not make")
     raises(RuntimeError, lambda: from_shards(same[:-1], replicated), "one shard for each")
+    # a global shape whose last shards are padding takes the blocks' leading values
+    padded = from_shards([torch.tensor([i, 10 * i]) for i in range(N)], mesh.get_op_sharding((0,)),
+                         torch.Size((2 * N - 3,)))
+    assert padded.cpu().tolist() == [v for i in range(N) for v in (i, 10 * i)][:2 * N - 3]
+    assert spec(padded) == "{devices=[8]0,1,2,3,4,5,6,7}"
+    for bad in ((3 * N,), (4 * N + 1,)):  # shards of 3 (of 4, padded: 5)
+        raises(RuntimeError, lambda: from_shards(same, mesh.get_op_sharding((0,)),
+                                                 torch.Size(bad)), "do not make")

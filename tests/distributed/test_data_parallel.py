@@ -16,9 +16,11 @@ def test_collectives_and_training_on_2_and_4_threads():
     """Every collective (groups included) against CPU values, and DataParallel training on
     shards of each global batch giving the weights of plain SGD on the whole batch; two
     DataParallel instances, one after the other and at the same time, each train as alone;
-    replicas differing by dead tensors in reference cycles still meet."""
+    replicas differing by dead tensors in reference cycles still meet; `spawn_threads` runs
+    a function on a thread per device, each its replica."""
     proc = python("-m", "tests.distributed._threads_main", env={"CPU_NUM_DEVICES": 4})
-    assert proc.stdout.split() == ["ok", "2", "ok", "4", "ok", "two", "runs", "ok", "cycles"]
+    assert proc.stdout.split() == ["ok", "2", "ok", "4", "ok", "two", "runs", "ok", "cycles",
+                                   "ok", "spawn_threads"]
 
 
 def test_a_class_needing_arguments_is_refused_with_the_fix():

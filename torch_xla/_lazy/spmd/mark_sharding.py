@@ -8,6 +8,7 @@ where functionalization swaps a tensor's value). `local_shards` reads each devic
 """
 import numpy as np
 import torch
+from jax.sharding import NamedSharding
 
 from .. import pjrt
 from ..deferred_checks import raise_failed_checks
@@ -206,19 +207,27 @@ def load_local_shards(t: torch.Tensor, blocks, devices) -> None:
     v = _value_of(t)
     materialize([v])
     s = v.sharding if v.sharding is not None else v.data.sharding
-    if spmd.is_virtual(v.data):
-        raise RuntimeError("load_local_shards_ needs a sharded tensor (mark_sharding it first)")
+    if spmd.is_virtual(v.data) or spmd.kind(s, len(v.shape)) == spmd.REPLICATED:
+        # (a replicated tensor's blocks are its every copy, which must stay equal)
+        raise RuntimeError("load_local_shards_ needs a sharded tensor (mark_sharding it over "
+                           "the devices first); this one is not split over them")
     by_name = {spmd.device_name(d): d for d in s.addressable_devices}
+    fits = spmd.fits(v.shape, s)
+    shard = tuple(s.shard_shape(v.shape)) if fits else \
+        tuple(p // k for p, k in zip(spmd.padded_shape(v.shape, s), spmd.splits(v.shape, s)))
     data = {}
     for block, name in zip(blocks, devices):
         if name not in by_name:
             raise RuntimeError(f"{name} holds no shard of this tensor (its devices: "
                                f"{sorted(by_name)})")
+        if not _shard_fits(tuple(block.shape), shard, padded=not fits):
+            raise RuntimeError(f"the shard for {name} has shape {list(block.shape)}; this "
+                               f"tensor's shards have shape {list(shard)}")
         data[by_name[name]] = from_cpu(block, 0, dtype=v.dtype).data
     missing = sorted(set(by_name) - {spmd.device_name(d) for d in data})
     if missing:
         raise RuntimeError(f"no shard given for {missing}")
-    if spmd.fits(v.shape, s):
+    if fits:
         v.data = spmd.assemble(v.shape, s, data)
     else:
         v.data = spmd.from_padded_blocks(v.shape, s, {d: np.asarray(b) for d, b in data.items()})
@@ -227,22 +236,49 @@ def load_local_shards(t: torch.Tensor, blocks, devices) -> None:
 def from_cpu_shards(shards, s, global_shape=None) -> torch.Tensor:
     """The global tensor laid out by sharding `s` whose block on this process's device i is
     `shards[i]` (CPU tensors of one shape); its shape is `global_shape`, by default the
-    blocks' shape times the tiles of each dim (a replicated layout: the block's shape)."""
+    blocks' shape times the tiles of each dim (a replicated layout: the block's shape). A
+    smaller `global_shape` whose shards are the blocks padded at their end takes the
+    blocks' leading values (the rest is padding)."""
     spmd.require()
     devices = pjrt.jax_devices()
     if len(shards) != len(devices):
         raise RuntimeError(f"one shard for each local device is needed: {len(devices)} devices, "
                            f"{len(shards)} shards")
     block = tuple(shards[0].shape)
+    tiles = spmd.splits(block, s) if isinstance(s, NamedSharding) else None
     if global_shape is None:
-        probe = tuple(max(b, 1) * len(devices) for b in block)
-        global_shape = [b * (p // q) for b, p, q in zip(block, probe, s.shard_shape(probe))]
+        if tiles is None:
+            probe = tuple(max(b, 1) * len(devices) for b in block)
+            tiles = tuple(p // q for p, q in zip(probe, s.shard_shape(probe)))
+        global_shape = [b * k for b, k in zip(block, tiles)]
     global_shape = tuple(int(d) for d in global_shape)
-    if len(global_shape) != len(block) or tuple(s.shard_shape(global_shape)) != block:
+    if len(global_shape) != len(block) or not _blocks_of(global_shape, block, s, tiles):
         raise RuntimeError(f"shards of shape {list(block)} do not make a tensor of shape "
                            f"{list(global_shape)} laid out as {spmd.describe(s, len(block))}")
     dtype = shards[0].dtype
     blocks = {d: from_cpu(b, 0, dtype).data for d, b in zip(devices, shards)}
-    v = Value(global_shape, dtype, 0, data=spmd.assemble(global_shape, s, blocks))
+    if spmd.fits(global_shape, s):
+        data = spmd.assemble(global_shape, s, blocks)
+    else:
+        data = spmd.from_padded_blocks(global_shape, s, {d: np.asarray(b) for d, b in blocks.items()})
+    v = Value(global_shape, dtype, 0, data=data)
     v.sharding = s
     return to_functional(wrap(v))
+
+
+def _shard_fits(block, shard, padded) -> bool:
+    """Whether a block of shape `block` can be a shard of shape `shard` (`padded`: given
+    without its padding, no larger)."""
+    if not padded:
+        return block == shard
+    return len(block) == len(shard) and all(b <= n for b, n in zip(block, shard))
+
+
+def _blocks_of(shape, block, s, tiles) -> bool:
+    """Whether `block` is the (padded) shard shape of a value of `shape` laid out by `s`."""
+    if tiles is None:  # a sharding without a mesh's spec: dims must divide
+        try:
+            return tuple(s.shard_shape(shape)) == block
+        except ValueError:
+            return False
+    return all(-(-n // k) == b for n, k, b in zip(shape, tiles, block))
