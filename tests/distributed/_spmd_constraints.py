@@ -90,8 +90,12 @@ def uneven_batches_from_several_processes_name_the_dim():
     mesh = xs.Mesh(np.arange(N), (2, 4), ('data', 'model'))
     loader = pl.MpDeviceLoader([torch.randn(4, 6)], torch_xla.device(),
                                input_sharding=xs.ShardingSpec(mesh, (None, 'model'), minibatch=True))
-    raises(ValueError, lambda: next(iter(loader)),
+    raises(RuntimeError, lambda: next(iter(loader)),
            "cannot shard dim 1 of a tensor of shape [4, 6] over mesh axes 'model' (4 devices)")
+    odd = pl.MpDeviceLoader([torch.randn(3, 6)], torch_xla.device(),
+                            input_sharding=xs.ShardingSpec(mesh, ('data', None), minibatch=True))
+    raises(RuntimeError, lambda: next(iter(odd)), "When minibatch is configured, the per-host "
+           "batch size must be divisible by local runtime device count. Per host input data shape")
 
 
 @check

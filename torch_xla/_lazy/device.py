@@ -61,7 +61,13 @@ def transfer(t: torch.Tensor, device, sharding=None, minibatch=False) -> torch.T
     device_guard.check(index)
     value = from_cpu(t, index, dtype=device_dtype(t.dtype))
     if sharding is not None and minibatch:
-        value = from_process_batch(value, sharding)
+        try:
+            value = from_process_batch(value, sharding)
+        except ValueError as e:  # this host's rows do not split over its devices
+            raise RuntimeError(
+                "When minibatch is configured, the per-host batch size must be divisible by local "
+                f"runtime device count. Per host input data shape = {t.size()}, "
+                f"local_runtime_device_count = {len(pjrt.jax_devices())} ({e})") from None
     elif sharding is not None:
         shard_data(value, sharding)
     return to_functional(wrap(value))
