@@ -449,3 +449,29 @@ def a_compiled_model_trains_over_the_mesh_as_on_the_cpu():
         counts.append(met.counter_value("DynamoCompile"))
     assert counts[1] == counts[-1], counts
     assert spec(model[0].weight) == "{devices=[8,1]0,1,2,3,4,5,6,7}", spec(model[0].weight)
+
+
+@check
+def mark_sharding_inside_a_compiled_function_is_captured():
+    """mark_sharding_with_gradients (an autograd.Function) under torch.compile and under
+    AOTAutograd: the graph keeps the annotation as an op, the value and its gradient come
+    out laid out as marked, with the CPU's values."""
+    from functorch.compile import aot_function, make_boxed_func
+    mesh = xs.Mesh(np.arange(N), (N,))
+
+    def fn(x):
+        return xs.mark_sharding_with_gradients(torch.sin(x), mesh, (0,)) + 42
+
+    def boxed(gm, _):
+        assert any(n.target is torch.ops.xla.dynamo_mark_sharding.default for n in gm.graph.nodes)
+        return make_boxed_func(gm)
+
+    for compiled in (torch.compile(fn, backend="openxla"), aot_function(fn, boxed)):
+        cpu = torch.randn(16)
+        x = cpu.to('xla').requires_grad_(True)
+        y = compiled(x)
+        y.sum().backward()
+        torch_xla.sync()
+        assert spec(y) == spec(x.grad) == "{devices=[8]0,1,2,3,4,5,6,7}", (spec(y), spec(x.grad))
+        assert_same(y, torch.sin(cpu) + 42, **ALLCLOSE)
+        assert_same(x.grad, torch.cos(cpu), **ALLCLOSE)

@@ -21,7 +21,8 @@ from .lowering import overload_named
 from .frames import run_without_dynamo
 from .ir import Value
 from .kernel_libraries import installs_kernels
-from .spmd.mark_sharding import from_process_batch, shard_data
+from .spmd.layout import shard_data
+from .spmd.mark_sharding import from_process_batch
 from .tensor import live_values, to_functional, wrap
 
 _FLOATS = (torch.float32, torch.float64)

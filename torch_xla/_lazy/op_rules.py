@@ -24,6 +24,10 @@ _lib.define("dynamo_set_buffer_donor_(Tensor t, bool should_donoate) -> Tensor")
 _lib.impl("dynamo_set_buffer_donor_", lambda t, should_donate: t, "CompositeExplicitAutograd")
 SET_BUFFER_DONOR = torch.ops.xla.dynamo_set_buffer_donor_.default
 
+# Ops that give their first argument a sharding (mark_sharding as torch.compile captures it):
+# op -> the jax sharding its other arguments name (the public SPMD module registers them).
+SHARDING_ANNOTATIONS = {}
+
 ALIASES = frozenset({aten.detach.default, aten.alias.default, aten.detach_copy.default,
                      aten.alias_copy.default, aten.lift_fresh_copy.default,
                      aten.lift_fresh.default, aten.clone.default})

@@ -162,6 +162,8 @@ class _Plan:
         values, device = _read_inputs(args, self.tensor_args)
         for i, donate in self.fn.donor_marks:
             donation.set_donor(values[i], donate)
+        if self.fn.input_marks:
+            self._mark_inputs(values)
         run = self._run_replicated if self.fn.collective else self._run_program
         mutated, outs = run(values, device)
         counters.count("DynamoExecute")
@@ -203,7 +205,7 @@ class _Plan:
         buffers = self._buffers(values, donors)
         args_k = tuple(values[i].data for i in buffers)
         lazy_args = () if fused is None else fused[0].args[1:]
-        laid_out = _on_mesh(args_d + args_k) if pjrt.is_spmd() else None
+        laid_out = _on_mesh(args_d + args_k, self.fn.shardings) if pjrt.is_spmd() else None
         if laid_out is not None:
             placed, layout = laid_out, (layout, tuple(spmd.layout(a.sharding) for a in laid_out))
             args_d, args_k = placed[:len(args_d)], placed[len(args_d):]
@@ -218,6 +220,13 @@ class _Plan:
         if graph_save.enabled():
             graph_save.save_captured_run((self.key, device, layout, donors), self.fn.gm, program, device)
         return runner.execute(program, *args)
+
+    def _mark_inputs(self, values):
+        """The graph's inputs it gives a sharding (mark_sharding of an input) laid out so,
+        in place, before it runs."""
+        materialize([v for v in values if v.node is not None])
+        for i, s in self.fn.input_marks:
+            spmd.shard_data(values[i], s)
 
     def _buffers(self, values, donors):
         """The inputs the graph only reads passed as buffers (not pending, not donated)."""
@@ -356,14 +365,16 @@ class _Plan:
                               explain=explain)
 
 
-def _on_mesh(arrays):
+def _on_mesh(arrays, shardings):
     """Under SPMD: `arrays` placed on the mesh of the first one laid out over several
-    devices (the others, on the virtual device, replicated there), or None when none is
-    (on a mesh of one device, the program is the virtual device's)."""
-    laid = next((a for a in arrays if len(a.sharding.device_set) > 1), None)
+    devices, else of the first of the graph's own `shardings` over several (the others, on
+    the virtual device, replicated there); None when there is none (on a mesh of one
+    device, the program is the virtual device's)."""
+    laid = [a.sharding for a in arrays] + list(shardings)
+    laid = next((s for s in laid if len(s.device_set) > 1), None)
     if laid is None:
         return None
-    everywhere = spmd.replicated(spmd.mesh_of(laid.sharding))
+    everywhere = spmd.replicated(spmd.mesh_of(laid))
     return tuple(spmd.place(a, everywhere) if spmd.is_virtual(a) else a for a in arrays)
 
 

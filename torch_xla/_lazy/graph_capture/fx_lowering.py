@@ -27,7 +27,8 @@ from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 from .. import pjrt
 from ..execution import materialize
 from ..ir import ArgumentEncoder
-from ..op_rules import ALIASES, SET_BUFFER_DONOR, has_own_kernel, is_eval_batch_norm, trace_own_kernel
+from ..op_rules import (ALIASES, SET_BUFFER_DONOR, SHARDING_ANNOTATIONS, has_own_kernel,
+                        is_eval_batch_norm, trace_own_kernel)
 from ..lowering import composite, load_all, lookup
 from ..lowering.custom_call import custom_call, targets_in
 from ..lowering.replay import call_lowering
@@ -76,7 +77,8 @@ def handled(op) -> bool:
     """Whether an op of a graph can be lowered here (it may still be refused for its
     arguments: a boolean index, a dynamic-shape lowering)."""
     return (lookup(op) is not None or lookup(_copy_variant(op)) is not None or op in ALIASES or op in _NO_VALUE or op in _SIZES
-            or op in _PYTHON_OPS or op in (aten.copy.default, aten.copy_.default, operator.getitem))
+            or op in _PYTHON_OPS or op in SHARDING_ANNOTATIONS
+            or op in (aten.copy.default, aten.copy_.default, operator.getitem))
 
 
 def aval_of(val, symbols=None):
@@ -185,6 +187,8 @@ class GraphFunction:
         self._steps, unsupported = [], []
         self._mutations = []      # (tensor input position, fx node of the new value)
         self.donor_marks = []     # (tensor input position, whether to donate) the graph makes
+        self.shardings = []       # the shardings its captured mark_sharding calls give, and
+        self.input_marks = []     # (tensor input position, sharding) those of its inputs
         self._output_nodes = []
         self._marks = {}          # fx node -> its composite Mark (`lowering.composite`)
         n_placeholders = 0
@@ -297,6 +301,8 @@ class GraphFunction:
                 donate = node.args[1] if len(node.args) > 1 else node.kwargs["should_donoate"]
                 self.donor_marks.append((self._placeholders[source], bool(donate)))
             return lambda env, seeds: env[source]
+        if op in SHARDING_ANNOTATIONS:
+            return self._plan_sharding(node.args[0], SHARDING_ANNOTATIONS[op](*node.args[1:]))
         if op is aten.copy.default or op is aten.copy_.default:
             return self._plan_copy(node)
         if op is aten._to_copy.default:
@@ -340,6 +346,17 @@ class GraphFunction:
                 return out[0]
             present = iter(out)
             return tuple(None if v is None else next(present) for v in structure)
+        return run
+
+    def _plan_sharding(self, source, s):
+        """A captured mark_sharding: its tensor's later uses read it laid out by `s` (an
+        input is laid out so itself, in place, as mark_sharding does)."""
+        self.shardings.append(s)
+        if source in self._placeholders:
+            self.input_marks.append((self._placeholders[source], s))
+
+        def run(env, seeds):
+            env[source] = jax.lax.with_sharding_constraint(env[source], s)
         return run
 
     def _plan_copy(self, node):

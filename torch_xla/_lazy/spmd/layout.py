@@ -181,6 +181,13 @@ def _move(fn, array, out_sharding, what):
     return runner.execute(program, array)
 
 
+def shard_data(v, s) -> None:
+    """Lays buffer value `v`'s data out by sharding `s`, now."""
+    require()
+    v.data = lay_out(v.data, v.shape, s)
+    v.sharding = s
+
+
 def lay_out_sharding(shape, s):
     """The sharding `lay_out` gives a value of `shape` for sharding `s`."""
     return s if fits(shape, s) else replicated(s.mesh)

@@ -37,13 +37,6 @@ def _constrained(v, s):
     return out
 
 
-def shard_data(v: Value, s) -> None:
-    """Lays buffer value `v`'s data out by sharding `s`, now."""
-    spmd.require()
-    v.data = spmd.lay_out(v.data, v.shape, s)
-    v.sharding = s
-
-
 def from_process_batch(v: Value, s) -> Value:
     """The global batch whose dim 0 is every process's buffer value `v` end to end (each
     process loading its own part), laid out by sharding `s`."""
@@ -91,7 +84,7 @@ def mark(t: torch.Tensor, s) -> None:
         if spmd.kind(v.sharding, len(v.shape)) != spmd.REPLICATED:
             raise RuntimeError(f"Existing annotation must be cleared first: {current} (this "
                                f"tensor's data is sharded; clear_sharding it to reshard)")
-    shard_data(v, s)
+    spmd.shard_data(v, s)
 
 
 def annotate(t: torch.Tensor, s) -> None:

@@ -147,7 +147,7 @@ def run(w, eager=False):
         outputs = runner.execute(program, *args, timed_as=f"{prefix}ExecuteTime")
     if layout is not None:
         for v, out in zip(w.roots, outputs):
-            if v.sharding is None:
+            if v.sharding is None and not spmd.is_virtual(out):  # (not one XLA left on a device)
                 v.sharding = out.sharding
     return outputs
 

@@ -12,10 +12,13 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
+from torch_xla._lazy import op_rules as _op_rules
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla._lazy.spmd import layout as _spmd
 from torch_xla._lazy.spmd import op_sharding as _op_sharding
@@ -194,8 +197,19 @@ def mark_sharding(t: Union[torch.Tensor, XLAShardedTensor], mesh: Mesh,
     """
     _check(len(t.shape) == len(partition_spec), f"Partition spec length ({len(partition_spec)}) "
                                                 f"should be equal to the input rank ({len(t.shape)}).")
-    _sharding.mark(_global(t), mesh._sharding(tuple(partition_spec)))
+    _mark(_global(t), mesh, partition_spec)
     return wrap_as_sharded_tensor(t, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
+
+
+def _mark(t, mesh, partition_spec) -> None:
+    """mark_sharding of XLA tensor `t`; of a tensor being captured (torch.compile,
+    AOTAutograd), the op `xla::dynamo_mark_sharding` in its graph."""
+    if torch.compiler.is_compiling() or isinstance(t, (FakeTensor, FunctionalTensor)):
+        torch.ops.xla.dynamo_mark_sharding(t, mesh.device_ids.flatten().tolist(),
+                                           list(mesh.mesh_shape), repr(mesh.axis_names),
+                                           repr(tuple(partition_spec)))
+    else:
+        _sharding.mark(t, mesh._sharding(tuple(partition_spec)))
 
 
 def annotate_custom_sharding(t: Union[torch.Tensor, XLAShardedTensor], mesh: Mesh,
@@ -263,11 +277,15 @@ class MarkShardingFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, t, mesh, partition_spec):
         ctx.mesh, ctx.partition_spec = mesh, partition_spec
-        return mark_sharding(t.clone(), mesh, partition_spec).global_tensor
+        out = t.clone()
+        _mark(out, mesh, partition_spec)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
-        return mark_sharding(grad.clone(), ctx.mesh, ctx.partition_spec).global_tensor, None, None
+        out = grad.clone()
+        _mark(out, ctx.mesh, ctx.partition_spec)
+        return out, None, None
 
 
 def mark_sharding_with_gradients(t, mesh: Mesh, partition_spec: PartitionSpec) -> torch.Tensor:
@@ -391,3 +409,15 @@ def dynamo_mark_sharding(t: torch.Tensor, device_ids: list[int], mesh_shape: lis
 @dynamo_mark_sharding.register_fake
 def _(t, device_ids, mesh_shape, axis_names, partition_spec) -> None:
     return None
+
+
+def _annotated_sharding(device_ids, mesh_shape, axis_names, partition_spec):
+    """The sharding a captured `dynamo_mark_sharding` gives its tensor."""
+    mesh = Mesh(np.array(device_ids), tuple(mesh_shape), ast.literal_eval(axis_names))
+    return mesh._sharding(tuple(ast.literal_eval(partition_spec)))
+
+
+# A graph keeps the op (it returns nothing: dead code otherwise), and lowers it as the
+# sharding constraint it stands for.
+torch.fx.node.has_side_effect(torch.ops.xla.dynamo_mark_sharding.default)
+_op_rules.SHARDING_ANNOTATIONS[torch.ops.xla.dynamo_mark_sharding.default] = _annotated_sharding
