@@ -114,6 +114,11 @@ def save_planner_splits_the_state_into_sharded_and_unsharded():
     assert list(planner.unsharded_state_dict) == ["m.b"]
     sharded = [i for i in planner.create_local_plan().items if i.index.fqn == "m.w"]
     assert len(sharded) == 4
+    # each write item's index hint is its block's place among the tensor's local shards
+    local = xs.wrap_if_sharded(w).local_shards
+    for item in sharded:
+        assert torch.equal(planner.resolve_data(item), local[item.index.index].data)
+        assert local[item.index.index].replica_id == 0
 
 
 def _train_step(model, opt, mesh):

@@ -27,18 +27,21 @@ def _is_sharded_tensor(obj) -> bool:
 @dataclasses.dataclass
 class _CpuShards:
     """A sharded XLA tensor read to the host for saving: the blocks this process writes, as
-    `XLAShard`s on the CPU (one copy of each, padding left out), and its global shape."""
+    `XLAShard`s on the CPU (one copy of each, padding left out), its global shape, and the
+    position of each block among the tensor's `local_shards`."""
     shards: List[XLAShard]
     global_shape: torch.Size
+    positions: List[int]
 
     @staticmethod
     def of(t) -> "_CpuShards":
-        shards = []
-        for shard in XLAShardedTensor(t).local_shards:
+        shards, positions = [], []
+        for i, shard in enumerate(XLAShardedTensor(t).local_shards):
             block = shard.unpadded_data
             if shard.replica_id == 0 and block.numel():  # (a block all padding holds nothing)
                 shards.append(XLAShard(block, shard.indices, shard.shard_device, 0))
-        return _CpuShards(shards, t.shape)
+                positions.append(i)
+        return _CpuShards(shards, t.shape, positions)
 
 
 def _sharded_cpu_state_dict(obj):

@@ -51,11 +51,11 @@ class SPMDSavePlanner(DefaultSavePlanner):
         plan = super().create_local_plan()
         items = []
         for fqn, t in self.sharded_state_dict.items():
-            for shard in t.shards:
+            for shard, position in zip(t.shards, t.positions):
                 offsets, block = torch.Size(_offsets(shard)), shard.data
                 self._blocks[(fqn, tuple(offsets))] = block
-                items.append(WriteItem(
-                    index=MetadataIndex(fqn, offsets), type=WriteItemType.SHARD,
+                items.append(WriteItem(  # (index: the block's place among the local shards)
+                    index=MetadataIndex(fqn, offsets, position), type=WriteItemType.SHARD,
                     tensor_data=TensorWriteData(
                         chunk=ChunkStorageMetadata(offsets=offsets, sizes=block.shape),
                         properties=TensorProperties.create_from_tensor(block), size=t.global_shape)))
