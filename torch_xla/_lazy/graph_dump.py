@@ -6,6 +6,7 @@ All three use the lazy path's own walk (`graph_program.walk`), so what they show
 the program text, jax's lowering of the same function the runner compiles.
 """
 import hashlib
+import os
 
 import torch
 from jax._src.lib import hlo as _hlo
@@ -150,8 +151,11 @@ def program_text(tensors, dialect: str = "stablehlo") -> str:
 
 
 def walk_program_text(w, dialect: str = "stablehlo") -> str:
-    """`program_text` of a walk."""
+    """`program_text` of a walk. Under XLA_DUMP_POST_OPTIMIZATIONS=1 the HLO is XLA's after
+    its optimizations (and, under SPMD, its partitioning: the collectives it inserted)."""
     if dialect == "hlo":
+        if os.environ.get("XLA_DUMP_POST_OPTIMIZATIONS", "0").lower() in ("1", "true"):
+            return _lowered(w).compile().as_text()
         return hlo_text(_lowered(w))
     symbolic = _symbolic_args(w)
     if symbolic is not None:
