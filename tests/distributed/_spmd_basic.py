@@ -24,6 +24,9 @@ def virtual_device():
     assert os.environ["XLA_USE_SPMD"] == "1"  # use_spmd() says so to child processes
     assert xr.addressable_device_count() == 1 and xr.addressable_runtime_device_count() == N
     assert torch_xla.devices() == [torch.device("xla:0")] and xr.world_size() == 1
+    met.clear_counters()
+    torch.ones(3).to('xla')  # uploads arrive on the virtual device, counted
+    assert met.counter_value("VirtualDeviceUsage") == 1
     raises(RuntimeError, lambda: xm.xla_device(1), "Invalid XLA device index 1")
     raises(RuntimeError, lambda: torch.ones(2).to("xla:3").cpu(), "no xla:3")
 

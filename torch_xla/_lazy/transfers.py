@@ -22,6 +22,8 @@ def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
             data = pjrt.to_device_buffer(t, device)
     counters.count("TransferToDevice")
     counters.sample("OutboundData", t.numel() * t.element_size())
+    if pjrt.is_spmd():  # under SPMD data arrives on the virtual device, to be laid out from there
+        counters.count("VirtualDeviceUsage")
     return Value(tuple(t.shape), dtype, device, data=data)
 
 
