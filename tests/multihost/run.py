@@ -253,12 +253,15 @@ def main(names):
         return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: clean up, then leave
     failed = 0
-    with Hosts() as hosts, tempfile.TemporaryDirectory(prefix="multihost-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="multihost-") as tmp:
         state = {"tmp": tmp}  # what scenarios share (the uninterrupted run's losses)
         for name in names or SCENARIOS:
             start = time.monotonic()
             try:
-                detail = SCENARIOS[name](hosts, state)
+                # hosts made anew for each scenario: no process, port or connection state
+                # (a killed host's connections in TIME_WAIT) carries over to the next
+                with Hosts() as hosts:
+                    detail = SCENARIOS[name](hosts, state)
                 print(f"PASS {name} ({time.monotonic() - start:.0f} s): {detail}", flush=True)
             except Exception as e:  # noqa: BLE001  (any error fails the scenario, not the rest)
                 failed += 1
