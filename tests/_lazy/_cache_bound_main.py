@@ -23,10 +23,10 @@ def resident_mb():
 
 def live_programs():
     """The live compiled programs, and the device arrays they hold: each keeps its last
-    scalars on the device (`Program.pack_on`), bounded by the programs, not counted as the
-    step's arrays."""
+    scalars on the device (`Program.pack_on`; programs share a value's array), bounded by
+    the programs, not counted as the step's arrays."""
     programs = [o for o in gc.get_objects() if type(o) is graph_program.Program]
-    return len(programs), sum(len(p.placed[1]) for p in programs if p.placed is not None)
+    return len(programs), len({id(a) for p in programs if p.placed is not None for a in p.placed[1]})
 
 
 def main():

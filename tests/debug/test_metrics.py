@@ -92,14 +92,13 @@ def test_scalars_placed_anew_count_as_device_data_cache_misses(dev):
     torch_xla.sync()
     met.clear_all()
     misses, uploads = [], []
-    # values no other test uses: a scalar is placed on the device once for every program
-    for factor in (2.0202, 2.0202, 3.0303):
-        (x * factor).cpu()
+    # values no other test uses; a value a program holds placed serves the others too
+    for step in (lambda: x * 2.0202, lambda: x * 2.0202, lambda: x + 2.0202, lambda: x * 3.0303):
+        step().cpu()
         misses.append(met.counter_value("DeviceDataCacheMiss") or 0)
         uploads.append(met.metric_data("TransferToDeviceTime")[0])
-    (x + 2.0202).cpu()  # another program, a scalar placed already
     # each placing is a transfer to the device, timed
-    assert misses == [1, 1, 2] and uploads == [1, 1, 2]
+    assert misses == [1, 1, 1, 2] and uploads == [1, 1, 1, 2]
     assert met.counter_value("DeviceDataCacheMiss") == met.counter_value("TransferToDevice") == 2
 
 

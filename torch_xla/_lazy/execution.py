@@ -15,6 +15,7 @@ of values waits (`to_cpu`, `wait_device_ops`), and a `mark_step` after a step wi
 deferred checks waits for that step's program (one step in flight).
 """
 import gc
+import os
 import threading
 
 import jax
@@ -142,7 +143,7 @@ def _run(values, held=None, eager=False):
             # Replicas must agree on the program, and which buffers are still held can differ
             # between them (a dead tensor not yet collected): no donation here.
             w = graph_program.walk(values)
-    saving = graph_save.enabled()
+    saving = bool(os.environ.get("XLA_SAVE_TENSORS_FILE"))  # (`graph_save`)
     if saving:
         graph_save.save_sync(w, w.device)
     try:
