@@ -183,3 +183,14 @@ def fsdp_v2_with_gradient_checkpointing():
     for a, b in zip(losses, ref_losses):
         close(a, b)
     assert len(runs) == 2 * LAYERS * 2, len(runs)  # forward and recomputation, each step
+
+
+@check
+def fsdp_v2_under_torch_compile_trains_as_one_device():
+    """torch.compile of an FSDPv2 model (its forward marks its output's sharding, captured
+    into the graph): the CPU's losses."""
+    model, _, losses, ref_losses, counts = _train(
+        lambda m: torch.compile(FSDPv2(m, mesh=_fsdp_mesh()), backend="openxla"), steps=3)
+    for a, b in zip(losses, ref_losses):
+        close(a, b)
+    assert spec(model.layers[0].attn.q.weight).startswith("{devices=[8,1]"), spec(model.layers[0].attn.q.weight)

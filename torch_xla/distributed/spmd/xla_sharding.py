@@ -190,26 +190,30 @@ def mark_sharding(t: Union[torch.Tensor, XLAShardedTensor], mesh: Mesh,
                   partition_spec: PartitionSpec) -> XLAShardedTensor:
     """Lays `t` out over `mesh` as `partition_spec` says, in place: data already on the
     device is resharded now; a tensor still to be computed (an intermediate) gets a sharding
-    constraint that XLA's partitioner honours. Returns `t` as an XLAShardedTensor.
+    constraint that XLA's partitioner honours. Returns `t` as an XLAShardedTensor (inside a
+    graph torch.compile captures, `t` itself: the mark is an op of the graph).
 
     Each entry of `partition_spec` (one per dim of `t`) is a mesh axis (name or index), a
     tuple of axes (the dim is split over all of them), or None (replicated).
     """
     _check(len(t.shape) == len(partition_spec), f"Partition spec length ({len(partition_spec)}) "
                                                 f"should be equal to the input rank ({len(t.shape)}).")
-    _mark(_global(t), mesh, partition_spec)
+    if _mark(_global(t), mesh, partition_spec):
+        return t  # (in a graph being captured: no XLAShardedTensor, a DTensor, is made there)
     return wrap_as_sharded_tensor(t, mesh_shape=mesh.mesh_shape, partition_spec=partition_spec)
 
 
-def _mark(t, mesh, partition_spec) -> None:
+def _mark(t, mesh, partition_spec) -> bool:
     """mark_sharding of XLA tensor `t`; of a tensor being captured (torch.compile,
-    AOTAutograd), the op `xla::dynamo_mark_sharding` in its graph."""
-    if torch.compiler.is_compiling() or isinstance(t, (FakeTensor, FunctionalTensor)):
+    AOTAutograd), the op `xla::dynamo_mark_sharding` in its graph (then True)."""
+    captured = torch.compiler.is_compiling() or isinstance(t, (FakeTensor, FunctionalTensor))
+    if captured:
         torch.ops.xla.dynamo_mark_sharding(t, mesh.device_ids.flatten().tolist(),
                                            list(mesh.mesh_shape), repr(mesh.axis_names),
                                            repr(tuple(partition_spec)))
     else:
         _sharding.mark(t, mesh._sharding(tuple(partition_spec)))
+    return captured
 
 
 def annotate_custom_sharding(t: Union[torch.Tensor, XLAShardedTensor], mesh: Mesh,
