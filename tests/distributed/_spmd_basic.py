@@ -481,3 +481,28 @@ def mark_sharding_inside_a_compiled_function_is_captured():
         assert spec(y) == spec(x.grad) == "{devices=[8]0,1,2,3,4,5,6,7}", (spec(y), spec(x.grad))
         assert_same(y, torch.sin(cpu) + 42, **ALLCLOSE)
         assert_same(x.grad, torch.cos(cpu), **ALLCLOSE)
+
+
+@check
+def assume_pure_of_mark_sharding_runs_over_the_mesh():
+    """A traced function (assume_pure) whose body marks a sharding: its program runs over
+    the mesh its constraint names though its input is still on the virtual device, nested
+    and differentiated too, and mark_sharding's XLAShardedTensor comes out as its tensor."""
+    from torch_xla.experimental.assume_pure import assume_pure
+    mesh = xs.Mesh(np.arange(N), (N, 1), ('model', 'x'))
+    cpu = torch.randn(8, 4)
+    y = assume_pure(xs.mark_sharding)(cpu.to('xla'), mesh, ('model', None))
+    torch_xla.sync()
+    assert spec(y) == "{devices=[8,1]0,1,2,3,4,5,6,7}", spec(y)
+    assert_same(y, cpu, **EXACT)
+
+    def inner(t):
+        return xs.mark_sharding_with_gradients(torch.sin(t), mesh, ('model', None))
+    outer = assume_pure(lambda t: assume_pure(inner)(t) * 2)
+    x = cpu.to('xla').requires_grad_(True)
+    z = outer(x)
+    z.sum().backward()
+    torch_xla.sync()
+    assert spec(z) == "{devices=[8,1]0,1,2,3,4,5,6,7}", spec(z)
+    assert_same(z, torch.sin(cpu) * 2, **ALLCLOSE)
+    assert_same(x.grad, torch.cos(cpu) * 2, **ALLCLOSE)

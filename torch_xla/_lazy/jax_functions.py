@@ -47,11 +47,13 @@ def to_jax_value(a):
 
 class Callee:
     """A jax function specialised to its inputs: `fn`, the tensors' (shape, dtype) `in_avals`,
-    the scalars' Python types, and its outputs' (shape, torch dtype) `avals`."""
-    __slots__ = ("fn", "name", "in_avals", "scalar_types", "avals", "key", "__weakref__")
+    the scalars' Python types, and its outputs' (shape, torch dtype) `avals`; `shardings`:
+    those its sharding constraints name (under SPMD its program runs over their mesh)."""
+    __slots__ = ("fn", "name", "in_avals", "scalar_types", "avals", "key", "shardings",
+                 "__weakref__")
 
-    def __init__(self, fn, in_avals, scalar_types=(), name="jax_function", key=None):
-        self.fn, self.name, self.key = fn, name, key
+    def __init__(self, fn, in_avals, scalar_types=(), name="jax_function", key=None, shardings=()):
+        self.fn, self.name, self.key, self.shardings = fn, name, key, tuple(shardings)
         self.in_avals, self.scalar_types = tuple(in_avals), tuple(scalar_types)
         structs = [struct(s, d) for s, d in self.in_avals]
         structs += [scalar_struct(t) for t in self.scalar_types]
@@ -135,7 +137,7 @@ class Vjp:
             return (*outs, *[leaf for leaf, j in zip(leaves, self.forwarded) if j is None])
 
         self.forward = Callee(forward, callee.in_avals, callee.scalar_types,
-                              f"{callee.name}.forward")
+                              f"{callee.name}.forward", shardings=callee.shardings)
         made = iter(self.forward.avals[self.n_out:])
         residual_avals = [next(made) if j is None else callee.in_avals[j] for j in self.forwarded]
         n_res = len(residual_avals)
@@ -148,7 +150,7 @@ class Vjp:
 
         ct_avals = [self.out_avals[i] for i in self.float_out]
         self.backward = Callee(backward, (*residual_avals, *ct_avals), (),
-                               f"{callee.name}.backward")
+                               f"{callee.name}.backward", shardings=callee.shardings)
         self._cache = {"forward": self.forward, "backward": self.backward}
 
     def residuals(self, tensors, outs):

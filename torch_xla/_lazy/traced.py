@@ -23,6 +23,8 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from . import deferred_checks, jax_functions, rng, subgraph
 from .ir import Node, Value
 from .lowering import Lowering
+from .lowering.jax_call import JAX_CALL
+from .spmd.constraint_lowering import SHARDING_CONSTRAINT
 from .tensor import XLATensor, live_values, to_functional, unwrap, wrap
 
 
@@ -132,6 +134,8 @@ def trace(fn, args, kwargs=None, name=None, raw=False) -> Traced:
     out_pos = [i for i, o in enumerate(out_flat) if isinstance(o, torch.Tensor)]
     roots = []
     for i in out_pos:
+        # an XLAShardedTensor (what mark_sharding returns) stands for its global tensor
+        out_flat[i] = getattr(out_flat[i], "global_tensor", out_flat[i])
         if not _is_xla(out_flat[i]):
             raise TypeError("a traced function must return XLA tensors, got one on "
                             f"{out_flat[i].device}")
@@ -161,13 +165,25 @@ def trace(fn, args, kwargs=None, name=None, raw=False) -> Traced:
     key = ("traced", plan, root_refs, tuple(sources), tuple(in_avals), scalar_types)
     t = Traced()
     t.callee = jax_functions.Callee(run, in_avals, scalar_types,
-                                    name or getattr(fn, "__name__", "traced"), key=key)
+                                    name or getattr(fn, "__name__", "traced"), key=key,
+                                    shardings=_shardings(plan))
     t.out_spec = out_spec
     t.out_static = [_TENSOR if i in out_pos else o for i, o in enumerate(out_flat)]
     t.captured, t.scalars, t.n_args, t.plan = captured, tuple(scalars), n_args, plan
     t.seed_positions = tuple(s1 - 1 for op, _, _, _, s1, _ in plan if op.rng)
     del before
     return t
+
+
+def _shardings(plan) -> tuple:
+    """The shardings the plan's constraints name, those of functions it calls included."""
+    found = []
+    for op, template, *_ in plan:
+        if op is SHARDING_CONSTRAINT:
+            found.append(template[0][1])
+        elif op is JAX_CALL:
+            found += template[0][0].shardings
+    return tuple(found)
 
 
 def outputs(t: Traced, tensors):

@@ -17,6 +17,7 @@ import jax
 from .. import compile_explanation, counters, graph_program, runner
 from . import layout as spmd
 from . import manual_regions as manual
+from ..lowering.jax_call import JAX_CALL
 from .constraint_lowering import SHARDING_CONSTRAINT
 
 
@@ -40,6 +41,9 @@ def _meshes(w):
     for node in w.order:
         if node.op is SHARDING_CONSTRAINT:
             found.setdefault(spmd.mesh_of(node.template[0][1]), None)
+        elif node.op is JAX_CALL:  # a traced function's own constraints
+            for s in node.template[0][0].shardings:
+                found.setdefault(spmd.mesh_of(s), None)
         elif node.op is manual.REGION:
             found.setdefault(manual.region_mesh(node), None)
     for v in w.roots:
