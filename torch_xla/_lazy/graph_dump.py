@@ -152,10 +152,12 @@ def program_text(tensors, dialect: str = "stablehlo") -> str:
 
 def walk_program_text(w, dialect: str = "stablehlo") -> str:
     """`program_text` of a walk. Under XLA_DUMP_POST_OPTIMIZATIONS=1 the HLO is XLA's after
-    its optimizations (and, under SPMD, its partitioning: the collectives it inserted)."""
+    its optimizations (and, under SPMD, its partitioning: the collectives it inserted), of
+    the very program the sync runs (compiled now, and cached, if new)."""
     if dialect == "hlo":
         if os.environ.get("XLA_DUMP_POST_OPTIMIZATIONS", "0").lower() in ("1", "true"):
-            return _lowered(w).compile().as_text()
+            program = spmd_program.compiled(w) if pjrt.is_spmd() else graph_program.program_for(w)
+            return program.compiled.as_text()
         return hlo_text(_lowered(w))
     symbolic = _symbolic_args(w)
     if symbolic is not None:

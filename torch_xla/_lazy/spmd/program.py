@@ -109,6 +109,14 @@ def lowered(w):
     return runner.lower(_program(w, layout), layout.args, runner.OnMesh(layout.out))
 
 
+def compiled(w):
+    """The compiled program walk `w` runs as under SPMD (compiled now, and cached, if new)."""
+    layout = _layout(w)
+    if layout is None:
+        return graph_program.program_for(w)
+    return _compiled(w, layout, "CompileTime")
+
+
 def _compiled(w, layout, timed_as):
     placement = runner.OnMesh(layout.out)
     found = runner.lookup(layout.key, placement)
