@@ -1,5 +1,6 @@
 """SPMD checks: meshes, shardings, shards, constraints, training on 1-D and 2-D meshes, the
 data loader (registered into tests/distributed/_spmd_harness.CHECKS)."""
+import copy
 import os
 
 import numpy as np
@@ -430,7 +431,6 @@ def a_compiled_model_trains_over_the_mesh_as_on_the_cpu():
     """torch.compile of a model whose weight is sharded (and inputs laid out on the mesh or
     still on the virtual device): one program over the mesh per graph, the CPU's losses,
     outputs laid out as the program left them, no compilation once the layouts settle."""
-    import copy
     torch.manual_seed(0)
     ref = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
     model = copy.deepcopy(ref).to("xla")
@@ -509,3 +509,27 @@ def assume_pure_of_mark_sharding_runs_over_the_mesh():
     assert spec(z) == "{devices=[8,1]0,1,2,3,4,5,6,7}", spec(z)
     assert_same(z, torch.sin(cpu) * 2, **ALLCLOSE)
     assert_same(x.grad, torch.cos(cpu) * 2, **ALLCLOSE)
+
+
+@check
+def scanned_layers_keep_their_weights_sharding():
+    """scan_layers over layers whose weights are sharded on a 2-D mesh: the stacked weights
+    and their gradients stay sharded as each weight is (not gathered), with the CPU's
+    values."""
+    from torch_xla.experimental.scan_layers import scan_layers
+    mesh = xs.Mesh(np.arange(N), (2, N // 2), ('fsdp', 'tensor'))
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(*[torch.nn.Linear(16, 16, bias=False) for _ in range(3)])
+    layers = copy.deepcopy(ref).to('xla')
+    for layer in layers:
+        xs.mark_sharding(layer.weight, mesh, ('tensor', 'fsdp'))
+    cpu = torch.randn(4, 16)
+    out = scan_layers(layers, cpu.to('xla'))
+    out.sum().backward()
+    torch_xla.sync()
+    ref(cpu).sum().backward()
+    assert_same(out, ref(cpu).detach(), **ALLCLOSE)
+    for layer, r in zip(layers, ref):
+        assert spec(layer.weight.grad) == spec(layer.weight) == "{devices=[4,2]0,4,1,5,2,6,3,7}", \
+            (spec(layer.weight.grad), spec(layer.weight))
+        assert_same(layer.weight.grad, r.weight.grad, rtol=1e-5, atol=1e-5)

@@ -11,7 +11,13 @@ from typing import Dict, Iterable, Mapping, Sequence, Tuple
 import torch
 import torch.nn as nn
 from functorch.compile import default_partition  # type: ignore
+from jax.sharding import NamedSharding
 from torch.utils._pytree import tree_map
+
+import torch_xla.distributed.spmd as xs
+import torch_xla.runtime as xr
+from torch_xla._lazy.spmd import layout as _spmd
+from torch_xla._lazy.spmd import mark_sharding as _sharding
 
 from .scan import scan
 
@@ -29,6 +35,21 @@ def _one_layer_fn(first_layer, partition_fn, is_layer_pure):
     if is_layer_pure:
         _ONE_LAYER_CACHE[key] = one_layer
     return one_layer
+
+
+def _stacked(ts):
+    """The layers' parameters `ts` stacked along a new leading dim; under SPMD, one sharded
+    over the mesh is laid out along the others as it is (its gradient too), so that the
+    stack and the gradients unstacked from it stay sharded."""
+    out = torch.stack(ts, dim=0)
+    s = _sharding.sharding_of(ts[0]) if xr.is_spmd() and ts[0].device.type == "xla" else None
+    if not isinstance(s, NamedSharding) or s.is_fully_replicated:
+        return out
+    jax_mesh = s.mesh
+    mesh = xs.Mesh([_spmd.device_index(d) for d in jax_mesh.devices.flat], jax_mesh.devices.shape,
+                   tuple(jax_mesh.axis_names))
+    spec = tuple(s.spec) + (None,) * (ts[0].dim() - len(s.spec))
+    return xs.mark_sharding_with_gradients(out, mesh, (None, *spec))
 
 
 def _weights_and_buffers(module: nn.Module) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.Tensor]]:
@@ -62,7 +83,7 @@ def scan_layers(layers: Iterable[torch.nn.Module], input_data, partition_fn=defa
     params, buffers = [p for p, _ in pairs], [b for _, b in pairs]
     _ensure_same_structure(params)
     _ensure_same_structure(buffers)
-    stacked = (tree_map(lambda *ts: torch.stack(ts, dim=0), *params),
+    stacked = (tree_map(lambda *ts: _stacked(ts), *params),
                tree_map(lambda *ts: torch.stack(ts, dim=0), *buffers))
     one_layer = _one_layer_fn(layers[0], partition_fn, is_layer_pure)
     carry, _ = scan(one_layer, input_data, stacked, partition_fn=partition_fn,
