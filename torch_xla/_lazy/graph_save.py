@@ -75,27 +75,24 @@ def _root_hashes(w) -> list:
     donated, kept, _ = w.args
     params = [*donated, *kept]
     hashes = []
+
+    def of(pos, i):  # a reference's hash: a parameter's shape and dtype, or a node's output
+        return f"p{params[i].shape}{params[i].dtype}" if pos < 0 else f"{hashes[pos]}.{i}"
     for node, (_, _, refs, _, _, _) in zip(w.order, w.program.plan):
-        inputs = [f"p{params[i].shape}{params[i].dtype}" if pos < 0 else f"{hashes[pos]}.{i}"
-                  for pos, i in refs]
-        hashes.append(_digest(f"{node.key!r}{inputs}"))
-    return [f"p{params[i].shape}{params[i].dtype}" if pos < 0 else f"{hashes[pos]}.{i}"
-            for pos, i in w.program.roots]
-
-
-def _graph(w, fmt) -> str:
-    if fmt == "text":
-        return graph_dump.walk_text(w)
-    if fmt == "dot":
-        return graph_dump.walk_dot(w)
-    return graph_dump.walk_program_text(w, fmt)
+        hashes.append(_digest(f"{node.key!r}{[of(pos, i) for pos, i in refs]}"))
+    return [of(pos, i) for pos, i in w.program.roots]
 
 
 def save_sync(w, device: int) -> None:
     """Appends the record of walk `w`, the graph a sync is about to run on `device`."""
-    text = graph_dump.walk_text(w)
+    text, fmt = graph_dump.walk_text(w), _format()
     roots = ", ".join(_digest(h) for h in _root_hashes(w))
-    graph = text if _format() == "text" else _graph(w, _format())
+    if fmt == "text":
+        graph = text
+    elif fmt == "dot":
+        graph = graph_dump.walk_dot(w)
+    else:
+        graph = graph_dump.walk_program_text(w, fmt)
     _append(device, f"[ScheduleSyncTensorsGraph]\nTensorsGraphInfo:\n{_frames()}\n"
                     f"Root Hashes: ({roots})\n\n## BEGIN_GRAPH\n{graph}\n"
                     f"Graph Hash: {_digest(text)}\n\n## END_GRAPH\n\n")

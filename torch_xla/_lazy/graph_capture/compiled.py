@@ -212,13 +212,13 @@ class _Plan:
         args = (args_d, args_k, seeds, lazy_args)
         ref = self.programs.get((device, layout, donors))
         program = None if ref is None else ref()
+        key = (self.key, device, layout, donors)
         if program is None or not runner.is_cached(program):
             placement = runner.OnMesh(None) if laid_out is not None else runner.on_device(device)
-            program = self._compile(values, args, buffers, (self.key, device, layout, donors),
-                                    placement, fused)
+            program = self._compile(values, args, buffers, donors, key, placement, fused)
             self.programs[(device, layout, donors)] = weakref.ref(program)
         if graph_save.enabled():
-            graph_save.save_captured_run((self.key, device, layout, donors), self.fn.gm, program, device)
+            graph_save.save_captured_run(key, self.fn.gm, program, device)
         return runner.execute(program, *args)
 
     def _mark_inputs(self, values):
@@ -336,15 +336,15 @@ class _Plan:
         materialize([values[i] for i in pending])
         return None
 
-    def _compile(self, values, args, buffers, key, placement, fused):
-        """The program placed by `placement` taking `args` (donated, kept, seeds, lazy
-        arguments): the graph's inputs those of `values` it writes and its donors (donated),
-        then `buffers` (kept), then those `fused` computes from the lazy graph."""
+    def _compile(self, values, args, buffers, donors, key, placement, fused):
+        """The program placed by `placement`, cached under `key`, taking `args` (donated,
+        kept, seeds, lazy arguments): the graph's inputs those of `values` it writes and its
+        `donors` (donated), then `buffers` (kept), then those `fused` computes from the lazy
+        graph."""
         program = runner.lookup(key, placement)
         if program is not None:
             return program
         counters.count("DynamoCompile")
-        donors = key[-1]
         fn, n, donated = self.fn, len(values), self.mutated + list(donors)
         lazy = None if fused is None else fused[0].program
         computed = {} if fused is None else dict(fused[1][1])  # input -> root of the walk

@@ -137,6 +137,11 @@ def padded_shape(shape, s) -> tuple:
     return tuple(-(-n // k) * k for n, k in zip(shape, splits(shape, s)))
 
 
+def shard_shape(shape, s) -> tuple:
+    """One shard's shape, a dim that does not divide rounded up (its last shards padded)."""
+    return tuple(-(-n // k) for n, k in zip(shape, splits(shape, s)))
+
+
 def lay_out(array, shape, s):
     """`array` (a value of `shape`) laid out for sharding `s`: by `s` itself, or, where a dim
     does not divide (jax arrays hold no padded shards), replicated over its mesh; programs
@@ -162,8 +167,7 @@ def from_padded_blocks(shape, s, blocks):
     """The value of `shape` whose shards under `s` (dims need not divide) are this process's
     `blocks` (a dict from jax device to numpy data, each padded or not), laid out as
     `lay_out` lays it out."""
-    padded = padded_shape(shape, s)
-    shard = tuple(p // k for p, k in zip(padded, splits(shape, s)))
+    padded, shard = padded_shape(shape, s), shard_shape(shape, s)
     full = {d: np.pad(b, [(0, m - n) for n, m in zip(b.shape, shard)]) for d, b in blocks.items()}
     crop = tuple(slice(0, n) for n in shape)
     return _move(lambda x: x[crop], assemble(padded, s, full), lay_out_sharding(shape, s),

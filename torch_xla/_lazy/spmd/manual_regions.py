@@ -55,11 +55,6 @@ ENTRY = Lowering("xla::spmd_full_to_shard_shape", _read_inside, static_scalars=T
                  dynamic_shape=False)
 
 
-def shard_shape(shape, s) -> tuple:
-    """One shard's shape, a dim that does not divide rounded up (its last shards padded)."""
-    return tuple(-(-n // k) for n, k in zip(shape, spmd.splits(shape, s)))
-
-
 _entries = weakref.WeakSet()  # the entry values alive: while there is none, no region is open
 
 
@@ -68,7 +63,7 @@ def enter(v: Value, s) -> Value:
     spmd.require()
     if inside(v):
         raise RuntimeError("enable_manual_sharding: this tensor is already in manual sharding mode")
-    shape = shard_shape(v.shape, s)
+    shape = spmd.shard_shape(v.shape, s)
     node = Node(ENTRY, ((In(0), s), ()), (v,), (), ((shape, v.dtype),))
     out = Value(shape, v.dtype, v.device, node=node)
     out.sharding = MANUAL_SHARDING

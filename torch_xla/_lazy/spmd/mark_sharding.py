@@ -206,8 +206,7 @@ def load_local_shards(t: torch.Tensor, blocks, devices) -> None:
                            "the devices first); this one is not split over them")
     by_name = {spmd.device_name(d): d for d in s.addressable_devices}
     fits = spmd.fits(v.shape, s)
-    shard = tuple(s.shard_shape(v.shape)) if fits else \
-        tuple(p // k for p, k in zip(spmd.padded_shape(v.shape, s), spmd.splits(v.shape, s)))
+    shard = tuple(s.shard_shape(v.shape)) if fits else spmd.shard_shape(v.shape, s)
     data = {}
     for block, name in zip(blocks, devices):
         if name not in by_name:
@@ -238,14 +237,15 @@ def from_cpu_shards(shards, s, global_shape=None) -> torch.Tensor:
         raise RuntimeError(f"one shard for each local device is needed: {len(devices)} devices, "
                            f"{len(shards)} shards")
     block = tuple(shards[0].shape)
-    tiles = spmd.splits(block, s) if isinstance(s, NamedSharding) else None
     if global_shape is None:
-        if tiles is None:
+        if isinstance(s, NamedSharding):
+            tiles = spmd.splits(block, s)
+        else:
             probe = tuple(max(b, 1) * len(devices) for b in block)
             tiles = tuple(p // q for p, q in zip(probe, s.shard_shape(probe)))
         global_shape = [b * k for b, k in zip(block, tiles)]
     global_shape = tuple(int(d) for d in global_shape)
-    if len(global_shape) != len(block) or not _blocks_of(global_shape, block, s, tiles):
+    if len(global_shape) != len(block) or not _blocks_of(global_shape, block, s):
         raise RuntimeError(f"shards of shape {list(block)} do not make a tensor of shape "
                            f"{list(global_shape)} laid out as {spmd.describe(s, len(block))}")
     dtype = shards[0].dtype
@@ -267,11 +267,11 @@ def _shard_fits(block, shard, padded) -> bool:
     return len(block) == len(shard) and all(b <= n for b, n in zip(block, shard))
 
 
-def _blocks_of(shape, block, s, tiles) -> bool:
+def _blocks_of(shape, block, s) -> bool:
     """Whether `block` is the (padded) shard shape of a value of `shape` laid out by `s`."""
-    if tiles is None:  # a sharding without a mesh's spec: dims must divide
-        try:
-            return tuple(s.shard_shape(shape)) == block
-        except ValueError:
-            return False
-    return all(-(-n // k) == b for n, k, b in zip(shape, tiles, block))
+    if isinstance(s, NamedSharding):
+        return spmd.shard_shape(shape, s) == block
+    try:  # a sharding without a mesh's spec: dims must divide
+        return tuple(s.shard_shape(shape)) == block
+    except ValueError:
+        return False
