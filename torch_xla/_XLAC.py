@@ -51,8 +51,9 @@ def _get_xla_tensors_text(tensors) -> str:
 
 
 def _get_xla_tensors_hlo(tensors) -> str:
-    """The HLO text of the program that would compute `tensors`."""
-    return _graph_dump.program_text(list(tensors), "hlo")
+    """The HLO text of the program that would compute `tensors` (one holding a buffer is
+    its parameter, returned as it is)."""
+    return _graph_dump.tensors_hlo(list(tensors))
 
 
 def _get_xla_tensors_dot(tensors) -> str:
@@ -290,7 +291,7 @@ def _get_xla_tensor_debug_info(t) -> str:
         lines.append("XLAData: None")
     else:
         devices = v.data.sharding.device_set  # known after the buffer was donated too
-        sharded = len(devices) > 1 or v.sharding is not None  # data laid out on the mesh
+        sharded = len(devices) > 1 or bool(spec)  # data laid out on the mesh, or an SPMD output
         where = "SPMD:0" if sharded else _device_info.real_name(next(iter(devices)))
         lines += ["XLAShardedData: " if sharded else "XLAData: ", f"  Data Device: {where}",
                   f"  Data Shape: {_ir.hlo_shape(v.shape, v.dtype)}"]

@@ -55,6 +55,17 @@ def test_stablehlo_and_hlo_of_the_program_that_would_run(dev):
     assert compiles() == before and unwrap(c)._value.pending
 
 
+def test_hlo_of_a_tensor_holding_a_buffer_returns_its_parameter(dev):
+    a = torch.randn(2, 3, device=dev)
+    xm.mark_step()
+    before = compiles()
+    hlo = XLAC._get_xla_tensors_hlo([a])
+    assert re.search(r"ROOT %[\w.]+ = f32\[2,3\]\{1,0\} parameter\(0\)", hlo), hlo
+    mixed = XLAC._get_xla_tensors_hlo([a, a * 2])  # a buffer beside a pending tensor
+    assert "parameter(0)" in mixed and " multiply(" in mixed
+    assert compiles() == before
+
+
 def test_dot_graph(dev):
     _, _, c = _graph(dev)
     dot = XLAC._get_xla_tensors_dot([c])

@@ -144,6 +144,25 @@ def sharding_specs_print_as_xla_does():
 
 
 @check
+def program_outputs_are_replicated_and_data_tensors_dump_their_sharding():
+    """Under SPMD a program's output is replicated ({replicated}, as torch_xla propagates
+    output shardings), data only moved to the virtual device has no sharding; the HLO of a
+    tensor holding a buffer is its parameter, with its sharding."""
+    a, b = torch.randn(4, 4).to('xla'), torch.randn(4, 4).to('xla')
+    c = a @ b
+    assert torch_xla._XLAC._get_xla_sharding_spec(c) == ""  # pending
+    torch_xla.sync()
+    assert torch_xla._XLAC._get_xla_sharding_spec(a) == ""
+    assert torch_xla._XLAC._get_xla_sharding_spec(c) == "{replicated}"
+    assert torch_xla._XLAC._get_xla_sharding_type(c) == xs.ShardingType.REPLICATED.value
+    assert "XLAShardedData" in torch_xla._XLAC._get_xla_tensor_debug_info(c)
+    mesh = xs.Mesh(np.arange(N), (2, N // 2, 1))
+    xs.mark_sharding(a, mesh, (2, 1))
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([a])
+    assert f"parameter(0), sharding={{devices=[1,{N // 2},2]" in hlo, hlo
+
+
+@check
 def shards_of_tiled_partial_and_replicated_tensors():
     t = torch.arange(16, dtype=torch.float32)
     xt = xs.mark_sharding(t.to('xla'), xs.get_1d_mesh('x'), ('x',))

@@ -14,8 +14,8 @@ from jax._src.lib import hlo as _hlo
 from . import donation, graph_program, pjrt, runner, unbounded_dims
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
-from .lowering import composite
-from .ir import fill_template, format_node, hlo_shape, ir_op_name, xla_shape
+from .lowering import Lowering, composite
+from .ir import In, Node, Value, fill_template, format_node, hlo_shape, ir_op_name, xla_shape
 from .tensor import XLATensor, live_values, unwrap
 
 
@@ -34,6 +34,18 @@ def _values(tensors):
 
 def _walk(tensors):
     return graph_program.walk(_values(tensors))
+
+
+# torch_xla's HLO of a tensor that holds a buffer is the program returning that parameter as
+# it is (with its sharding under SPMD): a node of this identity stands for it in the dump.
+_DEVICE_DATA = Lowering("xla::device_data", lambda x: x, False, False, False)
+
+
+def _as_outputs(values):
+    """`values` with each buffer made the pending output of a `_DEVICE_DATA` node."""
+    return [Value(v.shape, v.dtype, v.device,
+                  node=Node(_DEVICE_DATA, ((In(0),), ()), (v,), (), ((v.shape, v.dtype),)))
+            if v.node is None and v.data is not None else v for v in values]
 
 
 def _leaf_names(w):
@@ -148,6 +160,13 @@ def program_text(tensors, dialect: str = "stablehlo") -> str:
     is pending. Dims marked unbounded (`unbounded_dims`) are symbolic in the StableHLO."""
     w = _walk(tensors)
     return "" if w is None else walk_program_text(w, dialect)
+
+
+def tensors_hlo(tensors) -> str:
+    """The HLO text of the program computing `tensors`, those holding buffers among its
+    outputs as their parameters (torch_xla's `_get_xla_tensors_hlo`)."""
+    w = graph_program.walk(_as_outputs(_values(tensors)))
+    return "" if w is None else walk_program_text(w, "hlo")
 
 
 def walk_program_text(w, dialect: str = "stablehlo") -> str:

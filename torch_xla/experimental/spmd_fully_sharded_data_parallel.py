@@ -71,7 +71,7 @@ class SpmdFullyShardedDataParallel(ForwardsToWrapped, nn.Module):
         self._orig_module = module.to("xla")
         self._mesh = mesh
         for param in module.parameters():  # those a wrapped submodule has not sharded yet
-            if _sharding.spec_text(param) == "":
+            if _sharding.sharding_of(param) is None:
                 spmd.mark_sharding(param, mesh, _prepare_spmd_partition_spec(param, shard_maximal=True))
         spmd.apply_backward_optimization_barrier(module)
         self._shard_output = shard_output or _shard_first_output(extra_data_axis)

@@ -19,6 +19,7 @@ torch_xla's `Mesh` numbers them, and shardings are described as torch_xla prints
 (`{devices=[4,1,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}`).
 """
 import functools
+import weakref
 
 import jax
 import numpy as np
@@ -28,6 +29,20 @@ from .. import pjrt, runner
 
 # torch_xla's OpSharding types (XLA's OpSharding.Type numbers)
 REPLICATED, MAXIMAL, TILED, PARTIAL = 0, 1, 3, 5
+
+# Values a program computed on the virtual device: a program's outputs are replicated (every
+# device would compute the same), as torch_xla reports them, unlike data only moved there.
+_computed_replicated = weakref.WeakSet()
+
+
+def computed_on_virtual(values) -> None:
+    """`values` (a program's outputs, sharding None) were computed on the virtual device."""
+    _computed_replicated.update(values)
+
+
+def replicated_output(v) -> bool:
+    """Whether value `v`, given no sharding, is a program's replicated output."""
+    return v in _computed_replicated
 
 
 def require() -> None:

@@ -154,11 +154,14 @@ def propagate(old, new) -> None:
 
 
 def spec_text(t: torch.Tensor) -> str:
-    """`t`'s sharding as torch_xla prints it; '' if it has none."""
+    """`t`'s sharding as torch_xla prints it; '' if it has none (data moved to the virtual
+    device; a program's output there is replicated)."""
     v = unwrap(t)._value
     if manual.is_manual(v.sharding):
         return "{manual}"
-    return "" if v.sharding is None else spmd.describe(v.sharding, len(v.shape))
+    if v.sharding is None:
+        return "{replicated}" if spmd.replicated_output(v) else ""
+    return spmd.describe(v.sharding, len(v.shape))
 
 
 def sharding_of(t: torch.Tensor):
@@ -172,7 +175,9 @@ def spec_kind(t: torch.Tensor):
     v = unwrap(t)._value
     if manual.is_manual(v.sharding):
         return manual.MANUAL
-    return None if v.sharding is None else spmd.kind(v.sharding, len(v.shape))
+    if v.sharding is None:
+        return spmd.REPLICATED if spmd.replicated_output(v) else None
+    return spmd.kind(v.sharding, len(v.shape))
 
 
 def local_shards(t: torch.Tensor):

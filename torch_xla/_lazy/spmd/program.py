@@ -157,7 +157,9 @@ def run(w, eager=False):
     counters.count("ExecuteReplicated")  # torch_xla's names for a program over the devices
     with counters.timed("ExecuteReplicatedTime"):
         outputs = runner.execute(program, *args, timed_as=f"{prefix}ExecuteTime")
-    if layout is not None:
+    if layout is None:
+        spmd.computed_on_virtual(w.roots)
+    else:
         for v, out in zip(w.roots, outputs):
             if v.sharding is None and not spmd.is_virtual(out):  # (not one XLA left on a device)
                 v.sharding = out.sharding
