@@ -72,3 +72,21 @@ def test_random_spans_int64s_whole_range(dev):
     draws = torch.empty(4000, dtype=torch.int64, device=dev).random_(-2 ** 63, None).cpu()
     assert 0.4 < (draws < 0).double().mean() < 0.6
     assert draws.min() < -2 ** 62 and draws.max() > 2 ** 62
+
+
+def test_native_dropout_trains_when_train_is_none(dev):
+    """native_dropout's `train` None trains (PyTorch's kernels read it so): p=1 drops all;
+    the output is `x * mask * scale`, as theirs."""
+    x = torch.tensor([[1.5, -2.0], [0.25, 3.0]])
+    for train in (None, True):
+        out, mask = torch.ops.aten.native_dropout(x.to(dev), 1.0, train)
+        expected_out, expected_mask = torch.ops.aten.native_dropout(x, 1.0, train)
+        torch.testing.assert_close(out.cpu(), expected_out)
+        assert torch.equal(mask.cpu(), expected_mask)
+    out, mask = torch.ops.aten.native_dropout(x.to(dev), 1.0, False)
+    assert torch.equal(out.cpu(), x) and bool(mask.cpu().all())
+    half = torch.randn(200, 50)
+    out, mask = torch.ops.aten.native_dropout(half.to(dev), 0.5, None)
+    out, mask = out.cpu(), mask.cpu()
+    assert 0.4 < mask.float().mean() < 0.6
+    torch.testing.assert_close(out, half * mask * 2.0)

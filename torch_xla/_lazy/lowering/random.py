@@ -98,11 +98,13 @@ def bernoulli_p(x, p, generator=None, *, key):
 
 @lower(aten.native_dropout.default, rng=True)
 def native_dropout(x, p, train, *, key):
-    if not train or p == 0:
+    """`train` None trains, as PyTorch's kernels read it; the output is `x * mask * scale`,
+    as theirs computes it."""
+    if train is False or p == 0:
         return x, jnp.ones(x.shape, bool)
     keep = jax.random.uniform(key, x.shape, np.float32) >= p
     scale = 1.0 / (1.0 - p) if p < 1 else 0.0
-    return jnp.where(keep, x * jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype)), keep
+    return x * keep.astype(x.dtype) * jnp.asarray(scale, x.dtype), keep
 
 
 @lower(aten.native_dropout_backward.default)
