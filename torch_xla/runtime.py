@@ -147,5 +147,6 @@ def use_spmd(auto: bool = False) -> None:
 
 
 def is_spmd() -> bool:
-    """Whether SPMD mode is on (`use_spmd`)."""
-    return _pjrt.is_spmd()
+    """Whether SPMD is set for execution: the XLA_USE_SPMD flag, as torch_xla reads it
+    (`use_spmd` sets it; the runtime's own mode, once on, stays on)."""
+    return os.environ.get("XLA_USE_SPMD", "0").lower() in ("1", "true")

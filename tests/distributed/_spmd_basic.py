@@ -30,6 +30,14 @@ def virtual_device():
     assert met.counter_value("VirtualDeviceUsage") == 1
     raises(RuntimeError, lambda: xm.xla_device(1), "Invalid XLA device index 1")
     raises(RuntimeError, lambda: torch.ones(2).to("xla:3").cpu(), "no xla:3")
+    del os.environ["XLA_USE_SPMD"]  # is_spmd() reads the flag, as torch_xla's does
+    try:
+        assert not xr.is_spmd()
+        assert xr.global_runtime_device_count() == N  # the runtime stays in SPMD mode
+        xr.use_spmd()
+        assert xr.is_spmd()
+    finally:
+        os.environ["XLA_USE_SPMD"] = "1"
 
 
 @check

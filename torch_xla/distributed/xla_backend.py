@@ -14,6 +14,7 @@ from torch.futures import Future
 
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
+from torch_xla._lazy import pjrt as _pjrt
 
 _REDUCE = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.PRODUCT: "mul", dist.ReduceOp.MIN: "min",
            dist.ReduceOp.MAX: "max", dist.ReduceOp.BAND: "and", dist.ReduceOp.BOR: "or"}
@@ -189,7 +190,7 @@ class ProcessGroupXla(dist.ProcessGroup):
 
 
 def _create(prefix_store, rank, size, timeout):
-    if xr.is_spmd():  # torch_xla's check, and its error type
+    if _pjrt.is_spmd():  # torch_xla's check, and its error type
         raise AssertionError("the xla torch.distributed backend is not supported under SPMD: "
                              "XLA's partitioner inserts the collectives a sharded program needs")
     return ProcessGroupXla(rank, size)

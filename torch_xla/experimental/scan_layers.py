@@ -15,7 +15,7 @@ from jax.sharding import NamedSharding
 from torch.utils._pytree import tree_map
 
 import torch_xla.distributed.spmd as xs
-import torch_xla.runtime as xr
+from torch_xla._lazy import pjrt as _pjrt
 from torch_xla._lazy.spmd import layout as _spmd
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 
@@ -42,7 +42,7 @@ def _stacked(ts):
     over the mesh is laid out along the others as it is (its gradient too), so that the
     stack and the gradients unstacked from it stay sharded."""
     out = torch.stack(ts, dim=0)
-    s = _sharding.sharding_of(ts[0]) if xr.is_spmd() and ts[0].device.type == "xla" else None
+    s = _sharding.sharding_of(ts[0]) if _pjrt.is_spmd() and ts[0].device.type == "xla" else None
     if not isinstance(s, NamedSharding) or s.is_fully_replicated:
         return out
     jax_mesh = s.mesh
