@@ -29,6 +29,7 @@ from torch_xla._lazy import pjrt as _pjrt
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 from torch_xla._lazy.spmd import op_sharding as _op_sharding
 from torch_xla._lazy import tensor as _tensor
+from torch_xla._lazy import transfers as _transfers
 from torch_xla._lazy import unbounded_dims as _unbounded_dims
 from torch_xla._xlac_cached_graphs import (  # noqa: F401  (their _XLAC names)
     _get_base_seed_as_tensor, _get_seed_info_id, _get_tensors_xla_device_data_node,
@@ -284,10 +285,12 @@ def _get_xla_tensor_debug_info(t) -> str:
         return "Not a XLATensor\n"
     v = _tensor.unwrap(t)._value
     spec = _sharding.spec_text(t)
-    lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: xla:{v.device}",
+    device = "SPMD:0" if _pjrt.is_spmd() else f"xla:{v.device}"  # the virtual device
+    lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: {device}",
              f"XLA Shape: {_ir.hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
              f"IR: {_ir_text(v.node)}"]
-    if v.data is None:
+    host = _transfers.on_host(v)
+    if host is not None or v.data is None:
         lines.append("XLAData: None")
     else:
         devices = v.data.sharding.device_set  # known after the buffer was donated too
@@ -297,7 +300,8 @@ def _get_xla_tensor_debug_info(t) -> str:
                   f"  Data Shape: {_ir.hlo_shape(v.shape, v.dtype)}"]
         lines += [f"  OpSharding: {spec or '{replicated}'}", f"  NumShards: {len(devices)}"] if sharded else \
             [f"  Data Handle: {'Deleted' if v.data.is_deleted() else v.data.unsafe_buffer_pointer()}"]
-    lines += ["Tensor on host: None", "}"]
+    lines += [f"Tensor on host: {'None' if host is None else f'with size {list(host.shape)}'}",
+              "}"]
     return "\n".join(lines) + "\n"
 
 

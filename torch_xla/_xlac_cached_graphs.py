@@ -32,10 +32,10 @@ def _xla_get_tensor_id(t) -> int:
     entry = _tensor_ids.get(key)
     if entry is None or entry[0]() is not t:
         value = _tensor.unwrap(t)._value if t.device.type == "xla" else None
-        number = _data_ids.get(value) if value is not None and value.data is not None else None
+        number = _data_ids.get(value) if value is not None and not value.pending else None
         if number is None:
             number = next(_next_id)
-            if value is not None and value.data is not None:
+            if value is not None and not value.pending:
                 _data_ids[value] = number
         entry = (weakref.ref(t, lambda _, key=key: _tensor_ids.pop(key, None)), number)
         _tensor_ids[key] = entry

@@ -152,6 +152,35 @@ def sharding_specs_print_as_xla_does():
 
 
 @check
+def data_stays_on_the_host_until_used_or_laid_out():
+    """`.to('xla')` under SPMD keeps the data on the host (a copy: later changes of the CPU
+    tensor do not show); mark_sharding then sends each device only its shard, once; a read
+    before costs no transfer; a use uploads it; a sync uploads what is still on the host."""
+    info = torch_xla._XLAC._get_xla_tensor_debug_info
+    met.clear_all()
+    cpu = torch.randn(8, 16)
+    expected = cpu.clone()
+    t = cpu.to('xla')
+    cpu.add_(1)
+    assert "Tensor on host: with size [8, 16]" in info(t) and "Device: SPMD:0" in info(t)
+    assert "XLAData: None" in info(t) and met.counter_value("TransferToDevice") is None
+    assert torch.equal(t.cpu(), expected) and met.counter_value("TransferToDevice") is None
+    mesh = xs.Mesh(np.arange(N), (1, N))
+    xs.mark_sharding(t, mesh, (0, 1))
+    assert met.counter_value("TransferToDevice") == 1
+    assert met.metric_data("OutboundData")[1] == cpu.nelement() * cpu.element_size()  # shards
+    assert "Tensor on host: None" in info(t) and "NumShards: %d" % N in info(t)
+    for shard in xs.wrap_as_sharded_tensor(t).local_shards:
+        assert torch.equal(shard.data, expected[tuple(shard.indices)])
+    u = torch.arange(6.).to('xla')
+    assert torch.equal((u * 2).cpu(), torch.arange(6.) * 2)  # used: uploaded
+    assert met.counter_value("TransferToDevice") == 2 and "Tensor on host: None" in info(u)
+    w = torch.ones(3).to('xla')
+    torch_xla.sync()
+    assert "Tensor on host: None" in info(w) and met.counter_value("TransferToDevice") == 3
+
+
+@check
 def program_outputs_are_replicated_and_data_tensors_dump_their_sharding():
     """Under SPMD a program's output is replicated ({replicated}, as torch_xla propagates
     output shardings), data only moved to the virtual device has no sharding; the HLO of a

@@ -36,7 +36,7 @@ from .transfers import read
 def to_cpu(value: Value) -> torch.Tensor:
     """`value` computed (with what it needs) and read on the host, after its checks."""
     materialize([value])
-    if value.data is None:
+    if value.pending:
         raise value.failure()
     raise_failed_checks((value,))
     return read(value)

@@ -275,6 +275,14 @@ def unsupported_layout(layout) -> NotImplementedError:
 
 def to_device_buffer(t: torch.Tensor, index: int):
     """Copies a CPU tensor into a jax array on XLA device `index`."""
+    return jax.device_put(host_copy(t), jax_device(index))
+
+
+def host_copy(t: torch.Tensor) -> np.ndarray:
+    """A CPU tensor's data as a new numpy array of its jax dtype, refused by name where a
+    device cannot hold it. A copy: on the CPU backend jax shares a numpy array's memory
+    (even with may_alias=False in jax 0.10), and a later in-place change of the CPU tensor
+    would show on the device."""
     if t.layout != torch.strided:
         raise unsupported_layout(t.layout)
     to_jax_dtype(t.dtype)  # a dtype the device cannot hold is refused by name
@@ -286,9 +294,7 @@ def to_device_buffer(t: torch.Tensor, index: int):
         array = t.view(_BITCAST[t.dtype]).numpy().view(to_jax_dtype(t.dtype))
     else:
         array = t.numpy()
-    # A copy: on the CPU backend jax shares a numpy array's memory (even with may_alias=False
-    # in jax 0.10), and a later in-place change of the CPU tensor would show on the device.
-    return jax.device_put(array.copy(), jax_device(index))
+    return array.copy()
 
 
 def to_host_array(buffer) -> np.ndarray:

@@ -6,6 +6,7 @@ the host to a device, `InboundData` into the host from one).
 """
 import time
 
+import jax
 import torch
 
 from . import counters, pjrt, runner
@@ -13,18 +14,73 @@ from .ir import Value
 from .replicas import program as replicated
 
 
+class HostValue(Value):
+    """A CPU tensor's data moved to the virtual device under SPMD, still on the host (torch_xla's
+    "tensor on host"): uploaded at its first use, so that a sharding given first places only
+    each device's shard (`spmd.layout.shard_data`), and a read before then costs no transfer.
+    Reading `data` uploads it whole to its device."""
+    __slots__ = ("host",)
+
+    def __init__(self, host, dtype, device):
+        self.host = host  # a numpy array of its own, or None once uploaded
+        super().__init__(tuple(host.shape), dtype, device)
+
+    @property
+    def data(self):
+        data = _DATA.__get__(self)
+        host = self.host
+        if data is None and host is not None:
+            data = _upload(host, self.device)
+            self.data = data
+        return data
+
+    @data.setter
+    def data(self, data):
+        _DATA.__set__(self, data)
+        if data is not None:
+            self.host = None
+
+    @property
+    def pending(self) -> bool:
+        return self.host is None and _DATA.__get__(self) is None
+
+    def place(self, sharding):
+        """Its data laid out by jax `sharding` straight from the host (each device receives
+        its shard), counted as one transfer."""
+        host = self.host
+        with counters.timed("TransferToDeviceTime"):
+            data = jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+        counters.count("TransferToDevice")
+        counters.sample("OutboundData", sum(s.data.nbytes for s in data.addressable_shards))
+        return data
+
+
+_DATA = Value.__dict__["data"]  # the slot HostValue's property stands in front of
+
+
+def _upload(host, device: int):
+    with counters.timed("TransferToDeviceTime"):
+        data = jax.device_put(host, pjrt.jax_device(device))
+    counters.count("TransferToDevice")
+    counters.sample("OutboundData", host.nbytes)
+    return data
+
+
 def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
-    """A CPU tensor's data as a buffer on XLA device `device` (cast to `dtype`)."""
+    """A CPU tensor's data as a buffer on XLA device `device` (cast to `dtype`); under SPMD,
+    on the virtual device, kept on the host until used (`HostValue`)."""
     dtype = dtype or t.dtype
     with counters.timed("TensorToData"):
-        t = t.to(dtype) if t.dtype != dtype else t
-        with counters.timed("TransferToDeviceTime"):
-            data = pjrt.to_device_buffer(t, device)
-    counters.count("TransferToDevice")
-    counters.sample("OutboundData", t.numel() * t.element_size())
-    if pjrt.is_spmd():  # under SPMD data arrives on the virtual device, to be laid out from there
-        counters.count("VirtualDeviceUsage")
-    return Value(tuple(t.shape), dtype, device, data=data)
+        host = pjrt.host_copy(t.to(dtype) if t.dtype != dtype else t)
+        if pjrt.is_spmd() and device == 0:  # the virtual device: laid out from there
+            counters.count("VirtualDeviceUsage")
+            return HostValue(host, dtype, device)
+        return Value(tuple(t.shape), dtype, device, data=_upload(host, device))
+
+
+def on_host(value: Value):
+    """The numpy data of a value still on the host (`HostValue`), else None."""
+    return getattr(value, "host", None)
 
 
 def read(value: Value) -> torch.Tensor:
@@ -34,6 +90,9 @@ def read(value: Value) -> torch.Tensor:
 
 def host_array(value: Value):
     """The computed `value`'s buffer copied to the host (a numpy array)."""
+    host = on_host(value)
+    if host is not None:
+        return host.copy()
     replicated.settle()  # a program waiting for another process would never end: timed
     if runner.running():
         runner.before_wait()

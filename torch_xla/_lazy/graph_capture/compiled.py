@@ -448,7 +448,7 @@ def _read_inputs(args, positions):
     """The values of the tensor arguments at `positions` (a CPU tensor as a new buffer on
     their device) and their device."""
     values = [_input_value(args[i]) for i in positions]
-    cpu = [k for k, v in enumerate(values) if type(v) is not Value]
+    cpu = [k for k, v in enumerate(values) if not isinstance(v, Value)]
     device = _device_of(values)
     for k in cpu:
         values[k] = from_cpu(values[k], device)
@@ -476,7 +476,7 @@ _is_functional, _sync, _from_functional = (torch._is_functional_tensor, torch._f
 
 
 def _device_of(values):
-    devices = {v.device for v in values if type(v) is Value}
+    devices = {v.device for v in values if isinstance(v, Value)}
     if len(devices) > 1:
         a, b = sorted(devices)[:2]
         raise RuntimeError("Expected all tensors to be on the same device, but found at least "

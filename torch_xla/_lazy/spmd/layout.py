@@ -3,8 +3,10 @@
 Under `pjrt.use_spmd()` (torch_xla's `xr.use_spmd()`) xla:0 stands for every device of the runtime,
 in every process. A value's buffer is then one of two things:
 - a single-device array on device 0: data given no sharding yet (the "virtual device" of
-  torch_xla: moving it costs nothing until a sharding is known). A program that needs it
-  on the mesh places it there, replicated (`place`);
+  torch_xla). Data moved there from the host stays on the host until used
+  (`transfers.HostValue`), so that a sharding known first places each device's shard
+  straight from there (`shard_data`). A program that needs it on the mesh places it there,
+  replicated (`place`);
 - a global jax array over a jax `Mesh` of all devices, sharded by a `NamedSharding`
   (`mark_sharding`), or laid out as XLA's partitioner chose for a program's output.
 `Value.sharding` is the sharding a value was given (or its buffer took in a program); the
@@ -201,9 +203,11 @@ def _move(fn, array, out_sharding, what):
 
 
 def shard_data(v, s) -> None:
-    """Lays buffer value `v`'s data out by sharding `s`, now."""
+    """Lays buffer value `v`'s data out by sharding `s`, now; data still on the host
+    (`transfers.HostValue`) is placed so from there, each device receiving its shard."""
     require()
-    v.data = lay_out(v.data, v.shape, s)
+    target = lay_out_sharding(v.shape, s)
+    v.data = v.place(target) if getattr(v, "host", None) is not None else place(v.data, target)
     v.sharding = s
 
 
