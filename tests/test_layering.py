@@ -30,7 +30,7 @@ STAGES = (
     ("torch_xla._lazy.dispatch",),
     ("torch_xla._lazy.meta", "torch_xla._lazy.fallback", "torch_xla._lazy.eager"),
     ("torch_xla._lazy.graph_capture.compiled", "torch_xla._lazy.graph_capture.export",
-     "torch_xla._lazy.graph_capture.dynamo_config"),
+     "torch_xla._lazy.graph_capture.dynamo_config", "torch_xla._lazy.graph_capture.fake_fallback"),
     ("torch_xla._lazy.graph_capture", "torch_xla._lazy.graph_capture.decompose"),
     ("torch_xla._lazy.graph_capture.fx_lowering", "torch_xla._lazy.cached_graphs"),
     ("torch_xla._lazy.execution", "torch_xla._lazy.graph_dump", "torch_xla._lazy.graph_save"),

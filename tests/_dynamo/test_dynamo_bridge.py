@@ -303,6 +303,21 @@ def test_graph_that_cannot_be_one_program_runs_lazily(dev):
     assert count("DynamoLazyGraph") == 1
 
 
+def test_an_op_without_meta_kernel_is_traced_on_the_device_and_falls_back(dev):
+    """aten::_foobar has no meta kernel: tracing runs it on zeros on the XLA device (as
+    PyTorch's fake tensors do on theirs), and the graph, holding an op with no lowering, runs
+    lazily, the op through the counted CPU fallback."""
+    def f(t):
+        return torch._foobar(t * 2) * 2
+
+    compiled = torch.compile(f, backend="openxla")
+    x = torch.randn(7)
+    met.clear_all()
+    for scale in (1, 3):
+        assert_same(compiled(x.to(dev) * scale).cpu(), f(x * scale), device="cpu")
+    assert count("aten::_foobar") >= 2 and count("DynamoLazyGraph") == 2
+
+
 def test_openxla_eval_keeps_gradients_through_the_lazy_path(dev):
     model = nn.Linear(3, 2)
     compiled = torch.compile(copy.deepcopy(model).to(dev), backend="openxla_eval")

@@ -3,13 +3,14 @@
 Importing it installs the engine into PyTorch: the ops with engine meaning into the
 dispatch entry, the collectives as ops (`xla::all_reduce`...), the XLA device's hooks, the
 fast in-place kernels, torch.save/load, module conversion that keeps tied weights tied,
-packed sequences, einsum as one op, the CPU's checks of `out=` arguments, XLA tensors' DLPack methods, and
-the configuration of PyTorch's `openxla` dynamo backend.
+packed sequences, einsum as one op, the CPU's checks of `out=` arguments, XLA tensors' DLPack methods,
+the configuration of PyTorch's `openxla` dynamo backend, and fake tensors' fallback for ops
+without a meta kernel on XLA tensors.
 """
 # engine_ops and replicas.collective_ops register themselves on import
 from . import (counters, device, dlpack, einsum, engine_ops, inplace, module_conversion,  # noqa: F401
                op_rules, out_arguments, packed_sequences, serialization, traced)
-from .graph_capture import dynamo_config
+from .graph_capture import dynamo_config, fake_fallback
 from .replicas import collective_ops  # noqa: F401
 
 _installed = []
@@ -24,6 +25,7 @@ def install() -> None:
     inplace.install()
     serialization.install()
     dynamo_config.install()
+    fake_fallback.install()
     module_conversion.install()
     packed_sequences.install()
     einsum.install()
