@@ -2,6 +2,7 @@
 saved to a directory and loaded again in a fresh process without the model's code."""
 import importlib.util
 import os
+import re
 import textwrap
 
 import pytest
@@ -244,3 +245,21 @@ def test_save_functions_are_reachable_from_the_package():
     assert save_torch_model_as_stablehlo is stablehlo.save_torch_model_as_stablehlo
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         torch_xla.not_a_name
+
+
+def test_write_mlir_debuginfo_names_the_exported_op(dev):
+    """xla::write_mlir_debuginfo(x, name) puts `name` in the location of the op computing x
+    in the exported StableHLO; on XLA tensors it is x."""
+    import torch_xla.experimental.xla_mlir_debuginfo  # noqa: F401  (defines the op)
+    from torch_xla.stablehlo import exported_program_to_stablehlo
+
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            x = torch.ops.xla.write_mlir_debuginfo(x + y, "MY_ADD")
+            return torch.ops.xla.write_mlir_debuginfo(x - y, "MY_SUB")
+
+    args = (torch.rand(10), torch.rand(10))
+    text = exported_program_to_stablehlo(torch.export.export(M(), args)).get_stablehlo_text()
+    assert re.search(r'loc\("[^"]*/MY_ADD/add"', text) and re.search(r'loc\("[^"]*/MY_SUB/sub"', text)
+    x = torch.rand(3)
+    assert torch.equal(torch.ops.xla.write_mlir_debuginfo(x.to(dev) * 2, "A").cpu(), x * 2)

@@ -74,13 +74,15 @@ def export_program(ep, platforms=None, inline_constants=True, custom_calls=froze
     (default: the XLA devices' platform). Without `inline_constants`, Scalar arguments
     other than 0 and 1 are inputs of the module (`constants`); ops of the namespaces in
     `custom_calls` are `stablehlo.custom_call`s; with `node_metadata`, each op's location
-    names the fx node it comes from (its metadata as JSON, as torch.export serializes it)."""
+    names the fx node it comes from (its metadata as JSON, as torch.export serializes it);
+    an op whose result `xla::write_mlir_debuginfo` names, by that name."""
     ep = decompose_exported(ep, kept_namespaces=custom_calls)
     gm, signature = ep.graph_module, ep.graph_signature
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     symbols = _symbols(placeholders)
+    scopes = {**(_metadata(ep) if node_metadata else {}), **_debuginfo_names(gm)}
     fn = GraphFunction(gm, symbols=symbols, lift_scalars=not inline_constants,
-                       custom_calls=custom_calls, scopes=_metadata(ep) if node_metadata else None)
+                       custom_calls=custom_calls, scopes=scopes)
     if fn.mutated_inputs:
         raise Unsupported([f"copy_ into an input of the exported program ({len(fn.mutated_inputs)})"])
     state = {**dict(ep.named_parameters()), **dict(ep.named_buffers()), **ep.constants}
@@ -145,6 +147,14 @@ def _metadata(ep):
     serializer = GraphModuleSerializer(ep.graph_signature, ep.module_call_graph)
     return {node: json.dumps(serializer.serialize_metadata(node)) for node in ep.graph.nodes
             if node.op == "call_function"}
+
+
+def _debuginfo_names(gm):
+    """fx node -> the name `xla::write_mlir_debuginfo(node, name)` gives its op's location
+    (`torch_xla.experimental.xla_mlir_debuginfo`)."""
+    return {node.args[0]: node.args[1] for node in gm.graph.nodes
+            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+            and node.target._schema.name == "xla::write_mlir_debuginfo"}
 
 
 def _symbols(placeholders):
