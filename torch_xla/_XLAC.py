@@ -305,6 +305,23 @@ def _get_xla_tensor_debug_info(t) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _set_ir_debug(enabled: bool) -> None:
+    """Whether nodes and uploaded values record where they were made (XLA_IR_DEBUG)."""
+    _ir.IR_DEBUG[0] = bool(enabled)
+
+
+def _get_ir_debug() -> bool:
+    return _ir.IR_DEBUG[0]
+
+
+def _xla_tensors_report(nodes_threshold: int = 100, device: str = "") -> str:
+    """The live tensors (on `device`, if given) whose graph has more than `nodes_threshold`
+    nodes: id, shape, device, node count, where their value was made (under XLA_IR_DEBUG)
+    and their IR."""
+    index = (torch.device(device).index or 0) if device else None
+    return _graph_dump.tensors_report(nodes_threshold, index, tensor_id=_xla_get_tensor_id)
+
+
 def _check_tensor_need_materialization(tensors) -> list:
     """Per tensor, whether its value is still pending (a sync would compute it); False for
     a tensor not on an XLA device."""

@@ -25,21 +25,36 @@ _next_id = itertools.count(1)
 _SEED_INFO_ID = -127389
 
 
+def _known_id(t):
+    entry = _tensor_ids.get(id(t))
+    return None if entry is None or entry[0]() is not t else entry[1]
+
+
+def _remember_id(t, number) -> None:
+    key = id(t)
+    _tensor_ids[key] = (weakref.ref(t, lambda _, key=key: _tensor_ids.pop(key, None)), number)
+
+
 def _xla_get_tensor_id(t) -> int:
     """A number naming tensor `t` for as long as it lives, the same after in-place updates
-    (torch_xla's TensorID)."""
-    key = id(t)
-    entry = _tensor_ids.get(key)
-    if entry is None or entry[0]() is not t:
-        value = _tensor.unwrap(t)._value if t.device.type == "xla" else None
+    (torch_xla's TensorID); the engine's tensor behind it gets the same number (the live
+    tensors `_xla_tensors_report` lists)."""
+    number = _known_id(t)
+    if number is not None:
+        return number
+    inner = _tensor.unwrap(t) if t.device.type == "xla" else None
+    number = None if inner is None else _known_id(inner)
+    if number is None:
+        value = None if inner is None else inner._value
         number = _data_ids.get(value) if value is not None and not value.pending else None
         if number is None:
             number = next(_next_id)
             if value is not None and not value.pending:
                 _data_ids[value] = number
-        entry = (weakref.ref(t, lambda _, key=key: _tensor_ids.pop(key, None)), number)
-        _tensor_ids[key] = entry
-    return entry[1]
+    _remember_id(t, number)
+    if inner is not None and inner is not t:
+        _remember_id(inner, number)
+    return number
 
 
 def _values(tensors):

@@ -85,3 +85,35 @@ def test_xla_flags_pass_through_to_xla(tmp_path):
     out = python("-c", script, env={"XLA_FLAGS": f"--xla_dump_to={dump}"})
     assert out.stdout.strip() == "6.0", out.stderr
     assert any(n.endswith(".txt") and "jit_run_packed" in n for n in os.listdir(dump))
+
+
+def _report_entry(report, t):
+    """The `_xla_tensors_report` entry of tensor `t` (None if not listed)."""
+    head = f"Tensor: id={XLAC._xla_get_tensor_id(t)},"
+    return report[report.index(head):].split("\n\n")[0] if head in report else None
+
+
+def test_ir_debug_records_frames_and_scopes_for_the_tensors_report(dev):
+    """Under XLA_IR_DEBUG (`_set_ir_debug`) nodes and uploaded values record the profiler
+    scope and the Python frames that made them: the IR text names the scope, and
+    `_xla_tensors_report` each live tensor's frames and IR; off, neither."""
+    import torch_xla.debug.profiler as xp
+    before = XLAC._get_ir_debug()
+    XLAC._set_ir_debug(True)
+    try:
+        with xp.Trace("region"):
+            a = torch.tensor([1.0, 2.0]).to(dev)
+            b = (a * 3).sum()
+    finally:
+        XLAC._set_ir_debug(before)
+    c = a * 2  # made with the recording off
+    report = XLAC._xla_tensors_report(0, str(dev))
+    for t, nodes in ((a, 1), (b, 4)):
+        entry = _report_entry(report, t)
+        assert f"ir_nodes={nodes}" in entry and "Frames:" in entry and "scope=region.1" in entry
+        assert f"test_ir_debug_records_frames_and_scopes_for_the_tensors_report ({__file__}:" in entry
+    assert "scope=region.1" in XLAC._get_xla_tensors_text([b])
+    entry = _report_entry(report, c)
+    assert "aten::mul(" in entry and "Frames:" not in entry and "scope=" not in entry
+    fewer = XLAC._xla_tensors_report(3, str(dev))  # more than 3 nodes: b's graph only
+    assert _report_entry(fewer, b) and not _report_entry(fewer, a) and not _report_entry(fewer, c)

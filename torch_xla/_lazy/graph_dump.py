@@ -16,7 +16,7 @@ from .spmd import program as spmd_program
 from .compile_explanation import format_avals
 from .lowering import Lowering, composite
 from .ir import In, Node, Value, fill_template, format_node, hlo_shape, ir_op_name, xla_shape
-from .tensor import XLATensor, live_values, unwrap
+from .tensor import XLATensor, live_tensors, live_values, unwrap
 
 
 def _values(tensors):
@@ -126,10 +126,40 @@ def walk_text(w) -> str:
         text = f"{ir_op_name(node.op.name)}({', '.join(map(repr, operands))})"
         define(("n", i), xla_shape(avals), text)
         extra = [f"{k}={v!r}" for k, v in attributes]
+        if node.debug is not None and node.debug[0]:
+            extra.append(f"scope={node.debug[0]}")
         extra += [f"ROOT={k}" for out in range(len(avals)) for k in roots.get((i, out), ())]
         if extra:
             lines[-1] += ", " + ", ".join(extra)
     return "\n".join(lines) + "\n}\n"
+
+
+def tensors_report(threshold: int, device=None, tensor_id=id) -> str:
+    """torch_xla's report of the live tensors whose graph has more than `threshold` nodes
+    (on XLA device `device`, if given): each tensor's id, shape, device and node count, the
+    frames where its value was made (recorded under XLA_IR_DEBUG: `ir.IR_DEBUG`), and its
+    IR. A tensor holding a buffer it was given counts as one node, `xla::device_data`."""
+    out = []
+    for t in live_tensors(device):
+        v = t._value
+        if v.node is not None:
+            debug, text = v.node.debug, walk_text(graph_program.walk([v]))
+        elif v.debug is not None:
+            scope = f", scope={v.debug[0]}" if v.debug[0] else ""
+            shape = hlo_shape(v.shape, v.dtype, layout=True)
+            debug = v.debug
+            text = f"IR {{\n  %0 = {shape} xla::device_data(), xla_shape={shape}{scope}, ROOT=0\n}}\n"
+        else:
+            continue
+        nodes = text.count("\n  %")
+        if nodes <= threshold:
+            continue
+        out.append(f"Tensor: id={tensor_id(t)}, shape={hlo_shape(v.shape, v.dtype, layout=True)}, "
+                   f"device=xla:{v.device}, ir_nodes={nodes}\n")
+        if debug is not None:
+            out.append("Frames:\n" + "".join(line + "\n" for line in debug[1]))
+        out.append(text + "\n\n")
+    return "".join(out)
 
 
 class _Name:

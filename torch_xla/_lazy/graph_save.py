@@ -34,7 +34,6 @@ from .ir import hlo_shape
 from .spmd import layout as spmd
 
 FORMATS = ("text", "dot", "hlo", "stablehlo")
-_ENGINE_DIR = os.path.join(user_code.PACKAGE_DIR, "_lazy") + os.sep
 _lock = threading.Lock()
 _captured = {}  # a torch.compile program's key -> its record
 
@@ -65,8 +64,7 @@ def _digest(text) -> str:
 
 
 def _frames() -> str:
-    return "".join(f"  {f.f_code.co_name} ({f.f_code.co_filename}:{f.f_lineno})\n"
-                   for f in user_code.frames() if not f.f_code.co_filename.startswith(_ENGINE_DIR))
+    return "".join(line + "\n" for line in user_code.stack_lines())
 
 
 def _root_hashes(w) -> list:

@@ -19,10 +19,11 @@ inputs' checks (and, for a checked op, its own); a computed value keeps those no
 passed.
 """
 import itertools
+import os
 
 import torch
 
-from . import pjrt
+from . import pjrt, scopes, user_code
 from .compile_explanation import format_avals
 
 
@@ -68,6 +69,19 @@ class Sc:
         return f"${self.i}:{self.type.__name__}"
 
 
+# XLA_IR_DEBUG (or XLA_HLO_DEBUG), switched by `_XLAC._set_ir_debug`: each node, and each
+# value made holding a buffer, records where it was made as its `debug`: the profiler scope
+# open then (`debug.profiler.Trace`) and the Python frames outside the engine, for the IR
+# text and `_XLAC._xla_tensors_report`.
+IR_DEBUG = [any(os.environ.get(name, "0").lower() in ("1", "true", "on", "yes", "y")
+                for name in ("XLA_IR_DEBUG", "XLA_HLO_DEBUG"))]
+
+
+def debug_info():
+    """(scope, frames) of the code making a node or value now."""
+    return scopes.current(), user_code.stack_lines()
+
+
 NO_CHECKS = frozenset()
 # Called with each node as it is made, when set (the dynamic shape detector's open session:
 # `dynamic_shape_detector`).
@@ -102,7 +116,7 @@ def value_signature(shape, dtype, device) -> int:
 
 class Node:
     __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin", "type", "hash",
-                 "checks")
+                 "checks", "debug")
 
     def __init__(self, op, template, inputs, scalars, avals, origin=None, key=None,
                  type_number=None):
@@ -129,6 +143,7 @@ class Node:
                 checks = c if not checks or checks <= c else checks if c <= checks else checks | c
         self.hash = h
         self.checks = checks
+        self.debug = debug_info() if IR_DEBUG[0] else None
         if node_observer is not None:
             node_observer(self)
 
@@ -141,7 +156,7 @@ class Value:
     """`error` is set only on a value whose program failed (then it has neither a node nor
     data): using it raises `failure()`."""
     __slots__ = ("node", "index", "data", "shape", "dtype", "device", "key", "error", "sharding",
-                 "checks", "__weakref__")
+                 "checks", "debug", "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None, key=None):
         self.node = node
@@ -154,6 +169,7 @@ class Value:
         self.key = value_signature(shape, dtype, device) if key is None else key
         self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd/layout`)
         self.checks = NO_CHECKS  # once computed: the checks of its ops not yet passed
+        self.debug = debug_info() if IR_DEBUG[0] and node is None else None
 
     @property
     def pending(self) -> bool:

@@ -34,6 +34,16 @@ def frames():
         frame = frame.f_back
 
 
+_ENGINE_DIR = os.path.join(PACKAGE_DIR, "_lazy") + os.sep
+
+
+def stack_lines() -> list:
+    """This thread's Python frames outside the engine, innermost first, as torch_xla lists
+    them (`  function (file:line)`)."""
+    return [f"  {f.f_code.co_name} ({f.f_code.co_filename}:{f.f_lineno})"
+            for f in frames() if not f.f_code.co_filename.startswith(_ENGINE_DIR)]
+
+
 def _innermost_user(frame):
     while frame is not None:
         path = _user_path(frame.f_code.co_filename)
