@@ -4,6 +4,7 @@ computed value's buffer read back, each counted and timed in the counters
 device data, cast included), their bytes sampled as torch_xla does (`OutboundData` out of
 the host to a device, `InboundData` into the host from one).
 """
+import math
 import time
 
 import jax
@@ -48,22 +49,26 @@ class HostValue(Value):
         """Its data laid out by jax `sharding` straight from the host (each device receives
         its shard), counted as one transfer."""
         host = self.host
-        with counters.timed("TransferToDeviceTime"):
-            data = jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
-        counters.count("TransferToDevice")
-        counters.sample("OutboundData", sum(s.data.nbytes for s in data.addressable_shards))
-        return data
+        shard_bytes = math.prod(sharding.shard_shape(host.shape)) * host.itemsize
+        return _transfer(
+            lambda: jax.make_array_from_callback(host.shape, sharding, lambda index: host[index]),
+            shard_bytes * len(sharding.addressable_devices))
 
 
 _DATA = Value.__dict__["data"]  # the slot HostValue's property stands in front of
 
 
-def _upload(host, device: int):
+def _transfer(put, nbytes: int):
+    """`put()`, a transfer of `nbytes` out of the host, timed and counted."""
     with counters.timed("TransferToDeviceTime"):
-        data = jax.device_put(host, pjrt.jax_device(device))
+        data = put()
     counters.count("TransferToDevice")
-    counters.sample("OutboundData", host.nbytes)
+    counters.sample("OutboundData", nbytes)
     return data
+
+
+def _upload(host, device: int):
+    return _transfer(lambda: jax.device_put(host, pjrt.jax_device(device)), host.nbytes)
 
 
 def from_cpu(t: torch.Tensor, device: int, dtype=None) -> Value:
