@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dist_cp
 import torch.nn.functional as F
+from fsspec.implementations.local import LocalFileSystem
 
 import torch_xla.core.xla_model as xm
 import torch_xla.distributed.spmd as xs
@@ -165,6 +166,19 @@ def checkpoint_manager_keeps_steps_and_restores_them():
     os.kill(os.getpid(), signal.SIGTERM)  # a preemption notice: the next step saves
     assert manager.reached_preemption(5) and manager.should_save(5)
     again = xc.CheckpointManager(path, save_interval=2, chkpt_on_preemption=False)
+    # hosts sharing a filesystem: another host makes the directory right after this one looked
+    shared, exists = os.path.join(tempfile.mkdtemp(), "shared"), LocalFileSystem.exists
+
+    def looked_then_made(fs, p, **kw):
+        found = exists(fs, p, **kw)
+        if p.rstrip("/") == shared:
+            os.makedirs(shared, exist_ok=True)
+        return found
+    LocalFileSystem.exists = looked_then_made
+    try:
+        assert xc.CheckpointManager(shared, save_interval=2, chkpt_on_preemption=False).all_steps() == []
+    finally:
+        LocalFileSystem.exists = exists
     assert again.all_steps() == [2, 4]
     torch.manual_seed(7)
     model2, opt2 = _model(mesh, SHARDINGS)

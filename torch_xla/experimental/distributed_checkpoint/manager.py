@@ -83,8 +83,7 @@ class CheckpointManager:
     def _load_tracked(self):
         fs, raw = url_to_fs(self.base_path)
         found = []
-        if not fs.exists(raw):
-            fs.mkdir(raw)
+        fs.makedirs(raw, exist_ok=True)  # every host makes it: no check-then-make race
         for path in fs.ls(raw, detail=False):
             meta = os.path.join(path, _METADATA_FILE)
             if fs.exists(meta):
