@@ -50,7 +50,7 @@ STAGES = (
      "torch_xla._lazy.caches", "torch_xla._lazy.hosts",
      "torch_xla._lazy.donation", "torch_xla._lazy.preemption",
      "torch_xla._lazy.frames", "torch_xla._lazy.user_code", "torch_xla._lazy.kernel_libraries",
-     "torch_xla._lazy.scopes"),
+     "torch_xla._lazy.scopes", "torch_xla._lazy.trace_spans"),
     ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat"),
     ("torch_xla._lazy.guard_build",),
     WINGS := ("torch_xla._lazy.spmd", "torch_xla._lazy.replicas"),  # imported by their modules

@@ -46,6 +46,17 @@ def test_devices():
         torch_xla.device(1)
 
 
+def test_the_device_is_ready_once_asked_for():
+    # the imports PyTorch makes on a process's first op (DTensor's, dynamo's) are made when
+    # the device is asked for, not inside the first step
+    code = ("import sys, torch, torch_xla; d = torch_xla.device(); before = set(sys.modules); "
+            "(torch.ones(3).to(d) + 1).cpu(); print([m for m in set(sys.modules) - before if m.startswith('torch')])")
+    assert python("-c", code).stdout.split() == ["[]"]
+    # asked for inside a function dynamo traces whole (fullgraph): no graph break
+    compiled = torch.compile(lambda x: x + torch_xla.device().index, backend="openxla", fullgraph=True)
+    assert compiled(torch.ones(2, device="xla")).tolist() == [1.0, 1.0]
+
+
 def test_sync_runs_the_pending_graph_then_the_step_closures(dev):
     seen = []
     t = torch.ones(3, device=dev) * 2

@@ -16,6 +16,7 @@ import torch_xla.debug.metrics_saver as metrics_saver
 import torch_xla.distributed.xla_multiprocessing as xmp
 import torch_xla.utils.utils as xu
 from torch_xla.utils import closures
+from torch_xla._lazy import device as _device
 from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import dynamic_shape_detector as _detector
 from torch_xla._lazy import eager as _eager
@@ -33,6 +34,7 @@ def device(index: int = None) -> torch.device:
     Unlike torch_xla, asking for device `index` does not make it the thread's default
     device: here that default says which replica the thread is (see `xm.set_replication`).
     """
+    _device.prepare()
     if index is None:
         return torch.device(_device_info.default_device())
     names = xm.get_xla_supported_devices()

@@ -2,6 +2,7 @@
 import gzip
 import json
 import socket
+import time
 
 import pytest
 import torch
@@ -26,15 +27,18 @@ def test_start_stop_trace_with_annotations(dev, tmp_path):
         for step in range(2):
             with xp.StepTrace("train_step", step_num=step):
                 with xp.Trace("forward"):
-                    y = (torch.ones(4, 4, device=dev) * 2).sum()
+                    y = (torch.arange(13.).to(dev).reshape(1, 13) * 2).sum()
         traced = xp.trace_me("helper")(lambda: y.item())
-        assert traced() == 32.0
+        assert traced() == 156.0
     finally:
         xp.stop_trace()
     files = _trace_files(tmp_path)
     assert any(n.endswith(".xplane.pb") and files[n].stat().st_size > 0 for n in files)
     events = _event_names(files)
     assert {"train_step", "forward", "helper"} <= set(events)
+    # the runtime's stages, under torch_xla's names
+    stages = ("TransferToDevice", "Compile", "ExecuteComputation", "TransferFromDevice")
+    assert {f"PjRtComputationClient::{s}" for s in stages} <= set(events)
     assert events["train_step"]["args"]["step_num"] in ("0", "1")
 
 
@@ -62,6 +66,25 @@ def test_server_and_trace(dev, tmp_path):
             xp.trace("otherhost:9012", str(tmp_path / "x"), duration_ms=10)
     finally:
         xp.stop_server()
+
+
+def test_a_collected_server_shuts_down_once_its_capture_is_written(dev, tmp_path):
+    server = xp.start_server(_free_port())
+    port = server.port
+    step = lambda: (torch.ones(5, device=dev) * 3).sum().item()  # noqa: E731
+    step()
+    thread = xp.trace_detached(f"localhost:{port}", str(tmp_path), duration_ms=3000)
+    started = time.monotonic()
+    while time.monotonic() - started < 1:  # work in short spans, well into the capture
+        with xp.Trace("before_shutdown"):
+            step()
+    del server  # as torch_xla's: shuts the server down after the capture it serves
+    assert "before_shutdown" in _event_names(_trace_files(tmp_path))
+    thread.join()
+    with pytest.raises(NotImplementedError):  # no server serves the port any more
+        xp.trace(f"localhost:{port}", str(tmp_path / "again"), duration_ms=10)
+    again = xp.start_server(_free_port())  # jax's one server per process is free again
+    again.shut_down()
 
 
 def test_a_step_may_not_end_inside_a_trace_region():

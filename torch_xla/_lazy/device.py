@@ -7,6 +7,7 @@ making an XLA tensor raises naming the fix), a fallback kernel for the XLA dispa
 to dispatch on), and the reseeding of XLA devices by `torch.manual_seed`.
 """
 import functools
+import importlib
 import os
 import weakref
 
@@ -46,6 +47,26 @@ def bf16_mode():
     if not _bf16:
         _bf16.append(_read_bf16_mode())
     return _bf16[0]
+
+
+_prepared = False
+
+
+def prepare() -> None:
+    """Readies this process for ops on XLA tensors, as asking torch_xla for a device does: the
+    runtime started as configured, and the imports done that PyTorch makes lazily on the
+    first op (DTensor's, the first time it dispatches to a tensor subclass; dynamo's, by the
+    first meta kernel: together over a second), so that they are paid when the device is
+    asked for, not inside the first step (its timings, a profile of it). Once per process,
+    never while dynamo traces."""
+    global _prepared
+    if _prepared or torch.compiler.is_compiling():
+        return
+    pjrt.jax_devices()
+    importlib.import_module("torch._dynamo")
+    if torch.distributed.is_available():
+        importlib.import_module("torch.distributed.tensor")
+    _prepared = True
 
 
 def device_dtype(dtype):

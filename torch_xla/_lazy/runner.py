@@ -47,7 +47,7 @@ import jax
 from jax import monitoring
 from jax.sharding import PartitionSpec
 
-from . import compile_explanation, counters, hosts, pjrt
+from . import compile_explanation, counters, hosts, pjrt, trace_spans
 from .caches import LRUCache
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -254,9 +254,10 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     else:
         counters.count("CreateCompileHandles")  # torch_xla's count of programs handed to XLA
         counters.count("StableHloCompile")  # every program reaches XLA as StableHLO
-        lowered = placement.lower(fn, (0,) if donate else (), args)
-        counters.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
-        compiled = lowered.compile(placement.options(lowered))
+        with trace_spans.span("Compile"):
+            lowered = placement.lower(fn, (0,) if donate else (), args)
+            counters.sample("LoweringTime", time.perf_counter_ns() - start)  # traced, to StableHLO
+            compiled = lowered.compile(placement.options(lowered))
         if stored is not None:
             stored.store(compiled)
     executable.compiled = compiled
@@ -271,16 +272,18 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     return executable
 
 
-def execute(executable, *args, timed_as="ExecuteTime"):
+def execute(executable, *args, timed_as="ExecuteTime", span="ExecuteComputation"):
     """Launches `executable` on `args` (jax runs it asynchronously), timed as `timed_as`:
     `ExecuteTime` from the launch until its outputs are ready, as torch_xla times the run
     (sampled at the launch, its value set once it is seen done: `_running`), an eager op's
-    `EagerOpExecuteTime` the launch alone."""
+    `EagerOpExecuteTime` the launch alone. The launch is a profile's `span` (a program over
+    several devices: `ExecuteReplicated`)."""
     if executable.unmet:
         hosts.meet_before_first_launch()
         executable.unmet = False
     start = time.perf_counter_ns()
-    outputs = executable.compiled(*args)
+    with trace_spans.span(span):
+        outputs = executable.compiled(*args)
     launched = time.perf_counter_ns() - start
     if _running:
         time_finished_runs()

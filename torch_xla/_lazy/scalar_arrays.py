@@ -14,7 +14,7 @@ import weakref
 
 import jax
 
-from . import counters, pjrt
+from . import counters, pjrt, trace_spans
 
 _held = weakref.WeakValueDictionary()  # (device, dtype, bytes) -> 0-d array on that device
 _lock = threading.Lock()
@@ -29,7 +29,7 @@ def on_device(packed, device: int) -> tuple:
     if not missing:
         return tuple(arrays)
     counters.count("DeviceDataCacheMiss", len(missing))
-    with counters.timed("TransferToDeviceTime"):
+    with counters.timed("TransferToDeviceTime"), trace_spans.span("TransferToDevice"):
         placed = jax.device_put([packed[i] for i in missing], pjrt.jax_device(device))
     counters.count("TransferToDevice")
     counters.sample("OutboundData", sum(packed[i].nbytes for i in missing))

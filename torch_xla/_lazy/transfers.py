@@ -10,7 +10,7 @@ import time
 import jax
 import torch
 
-from . import counters, pjrt, runner
+from . import counters, pjrt, runner, trace_spans
 from .ir import Value
 from .replicas import program as replicated
 
@@ -60,7 +60,7 @@ _DATA = Value.__dict__["data"]  # the slot HostValue's property stands in front 
 
 def _transfer(put, nbytes: int):
     """`put()`, a transfer of `nbytes` out of the host, timed and counted."""
-    with counters.timed("TransferToDeviceTime"):
+    with counters.timed("TransferToDeviceTime"), trace_spans.span("TransferToDevice"):
         data = put()
     counters.count("TransferToDevice")
     counters.sample("OutboundData", nbytes)
@@ -102,7 +102,8 @@ def host_array(value: Value):
     if runner.running():
         runner.before_wait()
     start = time.perf_counter_ns()
-    out = pjrt.to_host_array(value.data)
+    with trace_spans.span("TransferFromDevice"):
+        out = pjrt.to_host_array(value.data)
     counters.sample("TransferFromDeviceTime", time.perf_counter_ns() - start)
     if runner.running():
         runner.time_finished_runs(after_wait=True)

@@ -7,35 +7,69 @@ here), a `perfetto_trace.json.gz` that https://ui.perfetto.dev opens. `Trace` an
 XLA programs appear under them.
 """
 import functools
+import sys
 import threading
 import time
+import weakref
 
 import jax.profiler
 
 import torch_xla.runtime as xr
 from torch_xla._lazy import scopes
 
-_server = [None, None]  # the ProfilerServer of this process and its port
+class ProfilerServer:
+    """This process's profiler server (jax's, on `port`), as torch_xla's object: the server
+    runs while the object lives and shuts down when it is collected (or by `stop_server`),
+    after the captures in progress through it (`trace`) are written, as torch_xla's server
+    finishes the requests it serves before it shuts down."""
+
+    def __init__(self, port: int):
+        jax.profiler.start_server(port)
+        self.port, self.running = port, True
+
+    def shut_down(self) -> None:
+        if not self.running or sys.is_finalizing():
+            return
+        self.running = False
+        me = threading.current_thread()
+        with _captures:
+            _captures.wait_for(lambda: not _capturing - {me})
+            jax.profiler.stop_server()
+
+    __del__ = shut_down
+
+
+_server = [lambda: None]  # a weak reference to the running ProfilerServer
+_captures = threading.Condition()  # guards _capturing: the threads capturing a trace
+_capturing = set()
 
 
 def start_server(port: int, only_on_master: bool = True):
     """Starts the profiler server of this process on `port` (tools such as TensorBoard's
-    "capture profile" connect to it). With `only_on_master`, processes other than the
-    local master start none and get None. Starting it again on the port it serves returns
-    the running server; jax serves one port per process (ValueError for another)."""
+    "capture profile" connect to it) and returns it: a `ProfilerServer`, which serves while
+    the caller keeps it. With `only_on_master`, processes other than the local master start
+    none and get None. Starting it again on the port it serves returns the running server;
+    jax serves one port per process (ValueError for another)."""
     if only_on_master and xr.local_ordinal() != 0:
         return None
-    if _server[0] is not None and _server[1] == int(port):
-        return _server[0]
-    server = jax.profiler.start_server(port)
-    _server[:] = [server, int(port)]
+    server = _server[0]()
+    if server is not None and server.running and server.port == int(port):
+        return server
+    server = ProfilerServer(int(port))
+    _server[0] = weakref.ref(server)
     return server
 
 
 def stop_server() -> None:
-    if _server[0] is not None:
-        jax.profiler.stop_server()
-        _server[:] = [None, None]
+    """Shuts the running profiler server down (after the captures in progress)."""
+    server = _server[0]()
+    if server is not None:
+        server.shut_down()
+
+
+def _serving_port():
+    server = _server[0]()
+    return server.port if server is not None and server.running else None
 
 
 def _options(host_tracer_level=2, python_tracer_level=0):
@@ -80,17 +114,25 @@ def trace(service_addr: str, logdir: str, duration_ms: int = 1000, num_tracing_a
     signature; jax's profiler always traces the devices it drives.
     """
     port = _local_port(service_addr)
-    if port is None or port != _server[1]:
-        raise NotImplementedError(
-            f"capturing from {service_addr!r}: only this process's own profiler server "
-            f"(start_server on localhost) can be traced here; use TensorBoard's profile "
-            f"plugin to capture another process")
-    time.sleep(delay_ms / 1000)
-    start_trace(logdir, host_tracer_level=host_tracer_level, python_tracer_level=kwargs.get("python_tracer_level", 0))
+    with _captures:
+        if port is None or port != _serving_port():
+            raise NotImplementedError(
+                f"capturing from {service_addr!r}: only this process's own profiler server "
+                f"(start_server on localhost) can be traced here; use TensorBoard's profile "
+                f"plugin to capture another process")
+        _capturing.add(threading.current_thread())
     try:
-        time.sleep(duration_ms / 1000)
+        time.sleep(delay_ms / 1000)
+        start_trace(logdir, host_tracer_level=host_tracer_level,
+                    python_tracer_level=kwargs.get("python_tracer_level", 0))
+        try:
+            time.sleep(duration_ms / 1000)
+        finally:
+            stop_trace()
     finally:
-        stop_trace()
+        with _captures:
+            _capturing.discard(threading.current_thread())
+            _captures.notify_all()
 
 
 def trace_detached(*args, **kwargs) -> threading.Thread:

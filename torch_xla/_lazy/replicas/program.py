@@ -140,10 +140,10 @@ def _run(call, per_replica):
     with counters.timed("ExecuteReplicatedTime"):
         if pjrt.process_count() > 1:
             settle()
-            outs = _within_timeout(lambda: runner.execute(program, *global_args))
+            outs = _within_timeout(lambda: runner.execute(program, *global_args, span="ExecuteReplicated"))
             _waiting.append(outs)
         else:
-            outs = runner.execute(program, *global_args)
+            outs = runner.execute(program, *global_args, span="ExecuteReplicated")
     local = [pjrt.jax_device(i) for i in pjrt.replicas()]
     result = [[] for _ in local]
     for out, shape in zip(outs, call.out_shapes):

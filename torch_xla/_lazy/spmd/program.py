@@ -156,7 +156,7 @@ def run(w, eager=False):
         _keep_placed(w, layout)
     counters.count("ExecuteReplicated")  # torch_xla's names for a program over the devices
     with counters.timed("ExecuteReplicatedTime"):
-        outputs = runner.execute(program, *args, timed_as=f"{prefix}ExecuteTime")
+        outputs = runner.execute(program, *args, timed_as=f"{prefix}ExecuteTime", span="ExecuteReplicated")
     if layout is None:
         spmd.computed_on_virtual(w.roots)
     else:
