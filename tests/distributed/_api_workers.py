@@ -91,6 +91,16 @@ def subgroups(r, device):
     t = torch.tensor([1.0], device=device)
     dist.all_reduce(t)  # the world group still spans every replica
     assert t.item() == 4.0
+    # reduce_scatter joins its input list along dim 0: one tensor per rank, or one for all
+    out = torch.zeros(2, device=device)
+    dist.reduce_scatter(out, [torch.full((2,), float(k + r), device=device) for k in range(WORLD)])
+    assert out.tolist() == [4.0 * r + 6] * 2  # the sum over ranks q of r + q
+    dist.reduce_scatter(out, [torch.arange(2.0 * WORLD, device=device) + r])
+    assert out.tolist() == [4.0 * j + 6 for j in (2 * r, 2 * r + 1)]
+    scalars = [torch.tensor(float(k), device=device) for k in range(WORLD)]
+    one = torch.zeros((), device=device)
+    dist.reduce_scatter(one, scalars)
+    assert one.item() == 4.0 * r
     outs = [[torch.zeros(n, device=device) for _ in range(WORLD)] for n in (1, 2)]
     dist.group.WORLD.allgather_coalesced(outs, [torch.full((n,), float(r), device=device)
                                                 for n in (1, 2)]).wait()

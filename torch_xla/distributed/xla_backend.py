@@ -151,11 +151,18 @@ class ProcessGroupXla(dist.ProcessGroup):
         return xm.reduce_scatter(op, input, scale, 0, self.size(), groups=self._groups())
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=c10d.ReduceScatterOptions()):
+        """Each output is its rank's shard of the reduced inputs joined along dim 0, as
+        torch_xla's backend joins them: a list of one tensor per rank, or one tensor holding
+        them all."""
         op, scale = _reduce(opts, self.size())
         for out, inputs in zip(output_tensors, input_tensors):
-            stacked = torch.cat([t.unsqueeze(0) for t in inputs])
+            for i, t in enumerate(inputs[1:], 1):
+                if t.shape != inputs[0].shape:
+                    raise ValueError(f"Input tensor at index {i} has shape {list(t.shape)}, but "
+                                     f"expected {list(inputs[0].shape)}")
+            joined = torch.cat(inputs) if inputs[0].dim() else torch.stack(inputs)
             with torch.no_grad():
-                out.copy_(self._scatter(op, scale, stacked)[0])
+                out.copy_(self._scatter(op, scale, joined).view(out.shape))
         return _done(output_tensors)
 
     def _reduce_scatter_base(self, output, input, opts=c10d.ReduceScatterOptions()):
