@@ -20,6 +20,7 @@ from torch_xla._lazy import device as _device
 from torch_xla._lazy import device_info as _device_info
 from torch_xla._lazy import dynamic_shape_detector as _detector
 from torch_xla._lazy import eager as _eager
+from torch_xla._lazy import graph_analysis as _analysis
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import scopes
 
@@ -70,7 +71,8 @@ def sync(wait: bool = False, reset_scope: bool = True) -> None:
     """
     if xu.getenv_as('XLA_EMIT_STEPLOG', bool, False):
         print('torch_xla.torch_xla::sync', file=sys.stderr, flush=True)
-    _execution.mark_step(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait))
+    with _analysis.reason("user torch_xla.sync"):
+        _execution.mark_step(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait))
     if reset_scope:
         scopes.reset()
     if "XLA_METRICS_FILE" in os.environ and xm.is_master_ordinal():  # once, not per replica
@@ -131,7 +133,9 @@ def compile(f=None, full_graph: bool = False, name: str = None, max_different_gr
         eager = _eager.enabled()
         _eager.set_enabled(False)  # the function is traced, in eager mode too
         try:
-            sync()
+            with _analysis.reason("torch_xla.compile clear the pending graph prior calling the "
+                                  "target function", f"{name}_clear_pending" if name else ""):
+                sync()
             before = _executions()
             if session is not None:
                 _detector.set_max_different_graphs(max_different_graphs)
@@ -146,7 +150,8 @@ def compile(f=None, full_graph: bool = False, name: str = None, max_different_gr
                 sync()  # what the body traced before it raised runs, as in torch_xla
                 raise
             ran = _executions() - before
-            sync()
+            with _analysis.reason("torch_xla.compile", name or ""):
+                sync()
         finally:
             _eager.set_enabled(eager)
         if full_graph and ran:

@@ -9,6 +9,7 @@ import pytest
 
 import torch_xla.debug.metrics as met
 from torch_xla._lazy import runner
+from torch_xla._lazy.graph_analysis import Explanation
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "torch_xla"
 
@@ -57,7 +58,7 @@ def test_compile_caches_counts_and_times_each_program(monkeypatch):
         key = ("test", n)
         assert runner.lookup(key, placement) is None
         program = runner.compile(lambda x, n=n: x * n, args, placement, key=key,
-                                 explain=lambda: explained.append(n))
+                                 explain=Explanation((1, 1), lambda n=n: explained.append(n) or []))
         assert runner.lookup(key, placement) is program
         assert np.asarray(runner.execute(program, jnp.ones(3, jnp.float32))).tolist() == [n] * 3
     assert runner.is_cached(program) and runner.cache_size() == 2
@@ -67,12 +68,23 @@ def test_compile_caches_counts_and_times_each_program(monkeypatch):
     assert explained == []  # PT_XLA_DEBUG is not set
 
 
-def test_the_explanation_runs_under_pt_xla_debug(monkeypatch):
-    monkeypatch.setenv("PT_XLA_DEBUG", "1")
-    explained = []
-    runner.compile(lambda x: x + 1, (np.ones(2, np.float32),), runner.on_device(0),
-                   explain=lambda: explained.append(True))
-    assert explained == [True]
+def test_the_analysis_is_written_under_pt_xla_debug(monkeypatch, tmp_path):
+    log = tmp_path / "analysis.txt"
+    monkeypatch.setenv("PT_XLA_DEBUG_LEVEL", "1")
+    monkeypatch.setenv("PT_XLA_DEBUG_FILE", str(log))
+    explanation = Explanation((1, 1), lambda: ["why: a test"])
+    program = runner.compile(lambda x: x + 1, (np.ones(2, np.float32),), runner.on_device(0),
+                             explain=explanation)
+    runner.execute(program, jnp.ones(2, jnp.float32))  # level 1: no execution analysis
+    text = log.read_text()
+    assert text.count("Compilation Analysis: Compilation Cause\n") == 1, text
+    assert "Compilation Analysis:   why: a test\n" in text and "Execution Analysis" not in text
+    assert "Compilation Analysis:   Number of Graph Inputs: 1\n" in text
+    assert "Post Compilation Analysis: Graph input size: 0.000000 GB\n" in text
+    monkeypatch.setenv("PT_XLA_DEBUG_LEVEL", "2")
+    runner.execute(program, jnp.ones(2, jnp.float32))
+    runner.execute(program, jnp.ones(2, jnp.float32), analysed=False)  # (an eager op's run)
+    assert log.read_text().count("Execution Analysis: Execution Cause\n") == 1
 
 
 def test_runs_launched_and_read_from_several_threads_are_each_timed_once():

@@ -1,35 +1,20 @@
-"""PT_XLA_DEBUG=1: why each new program was compiled, and which line of user code asked.
+"""Why a new program was compiled, for the PT_XLA_DEBUG analysis (`graph_analysis`).
 
-Every compilation (a cache miss in the compiler) prints a "Compilation Analysis" block on
-stderr: the cause, found by comparing the new graph with the closest program compiled
-before it (the graph inputs whose shapes or dtypes changed, or the ops added and removed),
-what made the engine run the graph (the end of a step, a value read on the host, a
-transfer...), and the user's source line that did it. A program is described by the
-structural keys of its nodes and the shapes of its inputs, the same things `graph_program`'s
-cache key is made of, so a reported difference is one that caused the miss.
+The cause is found by comparing the new graph with the closest program compiled before it
+(the graph inputs whose shapes or dtypes changed, or the ops added and removed); the user's
+source line that asked for it is named too. A program is described by the structural keys of
+its nodes and the shapes of its inputs, the same things `graph_program`'s cache key is made
+of, so a reported difference is one that caused the miss.
 """
 import difflib
-import os
-import sys
 
 from . import user_code
+from .graph_analysis import Explanation
 
 _HISTORY = 32       # programs remembered for comparison
 _SHOWN = 4          # differences listed per kind
 _history = []       # [(number, Signature)]
 _count = [0]
-
-# Engine functions that run a graph, innermost first: what they say about the cause.
-_TRIGGERS = (
-    ("_run_eagerly", "an op whose output shape depends on values (nonzero, masked_select, ...) "
-                     "needed its inputs"),
-    ("cpu_fallback", "an op without an XLA lowering ran on the CPU and needed its inputs"),
-    ("_local_scalar_dense", "a tensor's value was read on the host (.item(), bool(), int(), "
-                            "a Python `if` on a tensor)"),
-    ("mark_step", "the step ended (mark_step, optimizer_step(barrier=True), torch_xla.sync)"),
-    ("to_cpu", "a tensor was copied to the CPU (.cpu(), .tolist(), print, saving)"),
-)
-
 
 def format_aval(shape, dtype) -> str:
     """A value's dtype and shape as the engine writes them everywhere: `float32[2, 3]`."""
@@ -138,32 +123,20 @@ def cause(sig):
     return lines
 
 
-def trigger():
-    """(what made the engine run a graph, the user's frame from `user_code.user_frame`)."""
-    names = {f.f_code.co_name for f in user_code.frames()
-             if os.path.abspath(f.f_code.co_filename).startswith(user_code.PACKAGE_DIR)}
-    why = next((text for name, text in _TRIGGERS if name in names), "tensors were materialised")
-    return why, user_code.user_frame()
-
-
-def enabled() -> bool:
-    return os.environ.get("PT_XLA_DEBUG") == "1"
-
-
-def explain_compile(order, roots, out=None):
-    """Prints why the program for `order` (about to be cached) was compiled."""
-    sig = Signature(order, roots)
+def _why_new(sig) -> list:
+    """Lines saying why `sig` is a new program and where the user asked for it."""
     _count[0] += 1
     number = _count[0]
-    lines = [f"program #{number}: compiling {len(order)} ops, {len(sig.inputs)} inputs, "
-             f"{len(roots)} outputs", "Compilation Cause:"]
-    lines += ["  " + line for line in cause(sig)]
-    why, where = trigger()
-    lines.append(f"Triggered by: {why}")
-    if where is not None:
-        lines.append(f"Python Frame Triggered Execution:\n  {where[0]}\n    {where[1]}")
+    lines = [f"program #{number}: {len(sig.ops)} ops, new because:"] + ["  " + line for line in cause(sig)]
     _history.append((number, sig))
     del _history[:-_HISTORY]
-    rule = "=" * 78
-    text = "\n".join(f"Compilation Analysis: {line}" for line in [rule] + "\n".join(lines).split("\n") + [rule])
-    print(text, file=out or sys.stderr, flush=True)
+    where = user_code.user_frame()
+    if where is not None:
+        lines.append(f"at {where[0]}: {where[1]}")
+    return lines
+
+
+def of_walk(w) -> Explanation:
+    """The analysis of walk `w`'s program, should it be compiled."""
+    return Explanation((sum(len(a) for a in w.args), len(w.roots)),
+                       lambda: _why_new(Signature(w.order, w.roots)))

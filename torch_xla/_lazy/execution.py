@@ -184,7 +184,7 @@ def _execute(w, eager=False, walked=True):
         return None
     if w.collective:
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
-                               explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
+                               explain=compile_explanation.of_walk(w))
         w.finish(replicated.run(w.device, call))
         return None
     remember = (lambda program: graph_cache.remember(w, program)) if walked else None

@@ -441,7 +441,7 @@ def launch(w: Walk, eager: bool = False, found=None) -> Program:
     donated, kept, scalars = w.args
     with counters.timed("UnwrapXlaData"):  # the arguments as the program takes them
         packed = program.pack_on(scalars, w.device)
-    outputs = runner.execute(program, donated, kept, packed,
+    outputs = runner.execute(program, donated, kept, packed, analysed=not eager,
                              timed_as="EagerOpExecuteTime" if eager else "ExecuteTime")
     with counters.timed("WrapXlaData"):  # the outputs given to their values
         w.finish(outputs)
@@ -464,5 +464,5 @@ def program_for(w: Walk, timed_as: str = "CompileTime") -> Program:
     counters.sample("InputOutputAliasCount", program.n_donated)  # buffers the program donates
     return runner.compile(program.run_packed, w.call_args, placement, key=key,
                           donate=program.n_donated > 0, executable=program, timed_as=timed_as,
-                          explain=lambda: compile_explanation.explain_compile(w.order, w.roots),
+                          explain=None if timed_as == "EagerOpCompileTime" else compile_explanation.of_walk(w),
                           stored=program_store.entry(key, placement))

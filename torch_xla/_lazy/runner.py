@@ -8,7 +8,7 @@ programs that lay sharded data out (`spmd`). A caller says what to compile and w
     found = runner.lookup(key, placement)          # a cached Executable, or None
     if found is None:
         found = runner.compile(fn, args, placement, key=key, donate=True,
-                               explain=lambda: ...)
+                               explain=compile_explanation.of_walk(w))
     outputs = runner.execute(found, *args)
 
 `compile(fn, args, placement, key=, donate=, explain=, executable=)` traces `fn` on `args`
@@ -30,8 +30,9 @@ The runner owns what every program shares:
 - the metrics: `UncachedCompile` and `CompileTime` per compilation (`LoweringTime`: the
   part of it that traces and lowers to StableHLO, before XLA's compile), `CachedCompile`
   per program found again, `ExecuteTime` per launch;
-- PT_XLA_DEBUG=1: `explain` (given by the caller, which knows what the program is made
-  of) runs after each compilation;
+- PT_XLA_DEBUG / PT_XLA_DEBUG_LEVEL: the analysis of each compilation and run of a
+  program the caller explained (`explain`: a `graph_analysis.Explanation`, from the caller,
+  which knows what the program is made of);
 - the persistent cache (`initialize_persistent_cache`): jax's own on-disk cache, which
   every compilation here consults, after the caller's entry in a store of its own
   (`stored=`: `program_store`, a lazy graph's executable under the engine's key).
@@ -47,7 +48,7 @@ import jax
 from jax import monitoring
 from jax.sharding import PartitionSpec
 
-from . import compile_explanation, counters, hosts, pjrt, trace_spans
+from . import counters, graph_analysis, hosts, pjrt, trace_spans
 from .caches import LRUCache
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -90,10 +91,11 @@ def _keep_within_memory_maps() -> None:
 class Executable:
     """A compiled program (`compiled`, called with the arguments it was compiled for) and
     the key it is cached under (`key`; None if uncached)."""
-    __slots__ = ("compiled", "key", "unmet", "__weakref__")
+    __slots__ = ("compiled", "key", "unmet", "analysis", "__weakref__")
 
     def __init__(self):
         self.compiled = self.key = None
+        self.analysis = None  # its `graph_analysis.Explanation`, for PT_XLA_DEBUG
         self.unmet = False  # spans processes and not launched yet: meet them first
 
 
@@ -243,9 +245,10 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     the buffers of `args[0]` are donated to the program. `stored`: the program's entry in a
     store on disk (`program_store`), loaded instead of compiling when it is there (counted as
     `PersistentCacheHit`), written after compiling otherwise. Counted and timed as
-    `UncachedCompile` and `timed_as` (`CompileTime`; an eager op's, `EagerOpCompileTime`);
-    with PT_XLA_DEBUG=1 `explain()` then says why."""
+    `UncachedCompile` and `timed_as` (`CompileTime`; an eager op's, `EagerOpCompileTime`).
+    `explain`: the program's `graph_analysis.Explanation`, reported under PT_XLA_DEBUG."""
     executable = Executable() if executable is None else executable
+    executable.analysis = explain
     counters.count("UncachedCompile")
     start = time.perf_counter_ns()
     compiled = None if stored is None else stored.load()
@@ -263,24 +266,27 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     executable.compiled = compiled
     executable.unmet = hosts.spans_processes(compiled)
     counters.sample(timed_as, time.perf_counter_ns() - start)
-    if explain is not None and compile_explanation.enabled():
-        explain()
     if key is not None:
         executable.key = cache_key(key, placement)
         _cache.put(executable.key, executable)
         _keep_within_memory_maps()
+    if explain is not None and graph_analysis.level() >= 1:
+        graph_analysis.compiled(executable)
     return executable
 
 
-def execute(executable, *args, timed_as="ExecuteTime", span="ExecuteComputation"):
+def execute(executable, *args, timed_as="ExecuteTime", span="ExecuteComputation", analysed=True):
     """Launches `executable` on `args` (jax runs it asynchronously), timed as `timed_as`:
     `ExecuteTime` from the launch until its outputs are ready, as torch_xla times the run
     (sampled at the launch, its value set once it is seen done: `_running`), an eager op's
     `EagerOpExecuteTime` the launch alone. The launch is a profile's `span` (a program over
-    several devices: `ExecuteReplicated`)."""
+    several devices: `ExecuteReplicated`). An `analysed` run of a program compiled with an
+    explanation is reported at PT_XLA_DEBUG_LEVEL 2 (`graph_analysis`)."""
     if executable.unmet:
         hosts.meet_before_first_launch()
         executable.unmet = False
+    if analysed and executable.analysis is not None and graph_analysis.level() >= 2:
+        graph_analysis.executed(executable)
     start = time.perf_counter_ns()
     with trace_spans.span(span):
         outputs = executable.compiled(*args)

@@ -15,7 +15,7 @@ import weakref
 import jax.profiler
 
 import torch_xla.runtime as xr
-from torch_xla._lazy import scopes
+from torch_xla._lazy import graph_analysis, scopes
 
 class ProfilerServer:
     """This process's profiler server (jax's, on `port`), as torch_xla's object: the server
@@ -179,7 +179,8 @@ class StepTrace(Trace):
         import torch_xla
         self._close_scope()
         try:
-            torch_xla.sync()
+            with graph_analysis.reason("torch_xla.sync when exiting a profiler StepTrace region"):
+                torch_xla.sync()
         finally:
             super().__exit__(*exc)
 

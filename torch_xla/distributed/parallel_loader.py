@@ -19,6 +19,7 @@ import torch
 
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import execution as _execution
+from torch_xla._lazy import graph_analysis
 from torch_xla.utils import closures
 
 _END = object()
@@ -179,7 +180,8 @@ class ParallelLoader:
 
 def _end_step(device) -> None:
     """mark_step on `device`, then its step closures."""
-    _execution.mark_step(device.index or 0)
+    with graph_analysis.reason("torch_xla.sync in parallel loader at step end"):
+        _execution.mark_step(device.index or 0)
     closures.run_step_closures(device)
 
 

@@ -29,7 +29,7 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
-from .. import counters, donation, graph_program, graph_save, pjrt, rng, runner
+from .. import counters, donation, graph_analysis, graph_program, graph_save, pjrt, rng, runner
 from ..replicas import program as replicated
 from ..spmd import layout as spmd
 from ..deferred_checks import has_deferred_checks
@@ -356,13 +356,13 @@ class _Plan:
             inputs = tuple(roots[computed[i]] if i in computed else leaves[leaf_of[i]] for i in range(n))
             return fn(inputs, seeds)
 
-        def explain():
-            print(f"[PT_XLA_DEBUG] compiled a captured graph of {fn.n_ops} ops "
-                  f"({n} inputs, {len(donated)} donated, "
-                  f"{len(computed)} computed inside from the lazy graph)", flush=True)
-
+        outputs = next(node for node in reversed(fn.gm.graph.nodes) if node.op == "output").args[0]
+        explanation = graph_analysis.Explanation(
+            (n, len(outputs) if isinstance(outputs, (tuple, list)) else 1), dynamo=True,
+            why_new=lambda: [f"a captured graph of {fn.n_ops} ops ({len(donated)} inputs donated, "
+                             f"{len(computed)} computed inside from the lazy graph)"])
         return runner.compile(program_fn, args, placement, key=key, donate=bool(donated),
-                              explain=explain)
+                              explain=explanation)
 
 
 def _on_mesh(arrays, shardings):

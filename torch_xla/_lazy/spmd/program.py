@@ -125,7 +125,7 @@ def _compiled(w, layout, timed_as):
     counters.sample("InputOutputAliasCount", w.program.n_donated)
     return runner.compile(_program(w, layout), layout.args, placement, key=layout.key,
                           donate=w.program.n_donated > 0, timed_as=timed_as,
-                          explain=lambda: compile_explanation.explain_compile(w.order, w.roots))
+                          explain=None if timed_as == "EagerOpCompileTime" else compile_explanation.of_walk(w))
 
 
 def _keep_placed(w, layout):
@@ -156,7 +156,8 @@ def run(w, eager=False):
         _keep_placed(w, layout)
     counters.count("ExecuteReplicated")  # torch_xla's names for a program over the devices
     with counters.timed("ExecuteReplicatedTime"):
-        outputs = runner.execute(program, *args, timed_as=f"{prefix}ExecuteTime", span="ExecuteReplicated")
+        outputs = runner.execute(program, *args, timed_as=f"{prefix}ExecuteTime", span="ExecuteReplicated",
+                                 analysed=not prefix)
     if layout is None:
         spmd.computed_on_virtual(w.roots)
     else:
