@@ -12,7 +12,8 @@ from tests.test_layering import _stage
 # these are left out of the walk.
 _SERVICES = {"torch_xla._lazy." + m for m in (
     "ir", "tensor", "pjrt", "counters", "caches", "donation", "frames", "user_code",
-    "device_info", "deferred_checks", "lowering.precision", "scopes")} | {"torch_xla.utils.utils"}
+    "device_info", "deferred_checks", "lowering.precision", "scopes", "trace_spans",
+    "graph_analysis")} | {"torch_xla.utils.utils"}
 _ROOMS = ["torch_xla.core.xla_model", "torch_xla.torch_xla", "torch_xla._lazy.execution",
           "torch_xla._lazy.graph_cache", "torch_xla._lazy.graph_program", "torch_xla._lazy.runner",
           "torch_xla.utils.closures"]  # (the step closures, once the program is launched)

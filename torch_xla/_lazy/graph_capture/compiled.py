@@ -41,8 +41,10 @@ from ..transfers import from_cpu
 from . import decompose
 from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 
-# Pending arguments whose graph has at most this many ops are computed inside the program
-# (recomputed if something else reads them later); larger ones are materialised first.
+# Pending arguments of a backward graph (the views of inputs the forward saved for it, the
+# gradient's seed) whose graph has at most this many ops are computed inside its program
+# (recomputed if something else reads them later); others are materialised first, as torch_xla
+# syncs a graph's pending inputs.
 _FUSED_OPS = 16
 
 
@@ -138,6 +140,9 @@ class _Plan:
 
     def __init__(self, fn: GraphFunction):
         self.fn = fn
+        # AOTAutograd's backward graph: it takes the gradients of the forward's outputs
+        self.backward = any(n.op == "placeholder" and n.name.startswith("tangents")
+                            for n in fn.gm.graph.nodes)
         self.avals = fn.input_avals
         self.out_avals = fn.output_avals
         self.tensor_args = fn.tensor_inputs
@@ -321,19 +326,22 @@ class _Plan:
         return env[src]
 
     def _fuse_pending(self, values, device):
-        """(walk, layout) computing the pending arguments inside the program, or None when
-        none is pending; arguments whose graph is too large for that (or that the graph
-        writes, or that carry deferred value checks) are materialised here instead."""
+        """(walk, layout) computing a backward graph's pending arguments inside the program,
+        or None; the pending arguments of other graphs, and those whose graph is too large
+        (or that the graph writes, or that carry deferred value checks), are materialised
+        here first (counted as `DynamoSyncInputExecuteTime`, torch_xla's name)."""
         pending = [i for i, v in enumerate(values) if v.node is not None]
         if not pending:
             return None
-        if not (set(pending) & set(self.mutated)) and not has_deferred_checks(device) \
-                and not pjrt.is_spmd():
+        if self.backward and not (set(pending) & set(self.mutated)) \
+                and not has_deferred_checks(device) and not pjrt.is_spmd():
             w = graph_program.walk([values[i] for i in pending])
             if len(w.order) <= _FUSED_OPS and not w.collective:
                 root = {id(v): k for k, v in enumerate(w.roots)}
                 return w, (w.key, tuple((i, root[id(values[i])]) for i in pending))
-        materialize([values[i] for i in pending])
+        counters.count("DynamoSyncInputExecuteTime")
+        with graph_analysis.reason("torch_xla.sync when dynamo processing input graphs"):
+            materialize([values[i] for i in pending])
         return None
 
     def _compile(self, values, args, buffers, donors, key, placement, fused):
