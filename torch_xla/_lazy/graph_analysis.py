@@ -32,7 +32,9 @@ _local = threading.local()  # .reasons: the (cause, graph name) pairs open on th
 
 class Explanation:
     """What the analysis of a program says of it: its number of inputs and outputs
-    (`graph_io`), whether dynamo made it, and `why_new()`, the lines saying why it is new."""
+    (`graph_io`), whether dynamo made it, and `why_new()`, the lines saying why it is new,
+    which the program keeps only until it is compiled (`release`: they may hold the graph,
+    and with it the buffers of its inputs)."""
     __slots__ = ("graph_io", "dynamo", "_why_new")
 
     def __init__(self, graph_io, why_new=None, dynamo=False):
@@ -40,6 +42,9 @@ class Explanation:
 
     def why_new(self) -> list:
         return self._why_new() if self._why_new is not None else []
+
+    def release(self) -> None:
+        self._why_new = None
 
 
 def level() -> int:

@@ -270,8 +270,10 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
         executable.key = cache_key(key, placement)
         _cache.put(executable.key, executable)
         _keep_within_memory_maps()
-    if explain is not None and graph_analysis.level() >= 1:
-        graph_analysis.compiled(executable)
+    if explain is not None:
+        if graph_analysis.level() >= 1:
+            graph_analysis.compiled(executable)
+        explain.release()
     return executable
 
 
