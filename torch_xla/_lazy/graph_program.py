@@ -464,5 +464,5 @@ def program_for(w: Walk, timed_as: str = "CompileTime") -> Program:
     counters.sample("InputOutputAliasCount", program.n_donated)  # buffers the program donates
     return runner.compile(program.run_packed, w.call_args, placement, key=key,
                           donate=program.n_donated > 0, executable=program, timed_as=timed_as,
-                          explain=None if timed_as == "EagerOpCompileTime" else compile_explanation.of_walk(w),
+                          explain=compile_explanation.of_walk(w),
                           stored=program_store.entry(key, placement))

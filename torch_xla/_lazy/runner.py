@@ -246,7 +246,8 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
     store on disk (`program_store`), loaded instead of compiling when it is there (counted as
     `PersistentCacheHit`), written after compiling otherwise. Counted and timed as
     `UncachedCompile` and `timed_as` (`CompileTime`; an eager op's, `EagerOpCompileTime`).
-    `explain`: the program's `graph_analysis.Explanation`, reported under PT_XLA_DEBUG."""
+    `explain`: the program's `graph_analysis.Explanation`, reported under PT_XLA_DEBUG
+    (an eager op's compilation is not)."""
     executable = Executable() if executable is None else executable
     executable.analysis = explain
     counters.count("UncachedCompile")
@@ -271,7 +272,7 @@ def compile(fn, args, placement, *, key=None, donate=False, explain=None, execut
         _cache.put(executable.key, executable)
         _keep_within_memory_maps()
     if explain is not None:
-        if graph_analysis.level() >= 1:
+        if timed_as != "EagerOpCompileTime" and graph_analysis.level() >= 1:
             graph_analysis.compiled(executable)
         explain.release()
     return executable

@@ -364,9 +364,8 @@ class _Plan:
             inputs = tuple(roots[computed[i]] if i in computed else leaves[leaf_of[i]] for i in range(n))
             return fn(inputs, seeds)
 
-        outputs = next(node for node in reversed(fn.gm.graph.nodes) if node.op == "output").args[0]
         explanation = graph_analysis.Explanation(
-            (n, len(outputs) if isinstance(outputs, (tuple, list)) else 1), dynamo=True,
+            (n, len(fn.output_refs)), dynamo=True,
             why_new=lambda: [f"a captured graph of {fn.n_ops} ops ({len(donated)} inputs donated, "
                              f"{len(computed)} computed inside from the lazy graph)"])
         return runner.compile(program_fn, args, placement, key=key, donate=bool(donated),

@@ -125,7 +125,7 @@ def _compiled(w, layout, timed_as):
     counters.sample("InputOutputAliasCount", w.program.n_donated)
     return runner.compile(_program(w, layout), layout.args, placement, key=layout.key,
                           donate=w.program.n_donated > 0, timed_as=timed_as,
-                          explain=None if timed_as == "EagerOpCompileTime" else compile_explanation.of_walk(w))
+                          explain=compile_explanation.of_walk(w))
 
 
 def _keep_placed(w, layout):
