@@ -93,6 +93,8 @@ def test_dynamo_graphs_and_the_frame_limit(dev, analysis, monkeypatch):
     assert [b[:2] for b in blocks] == [("Compilation", "dynamo is compiling a FX graph to HLO"),
                                        ("Execution", "dynamo is executing a compiled program"),
                                        ("Execution", "dynamo is executing a compiled program")]
+    # the 100 is a parameter of the program, as torch_xla makes a scalar device data
+    assert [b[4:6] for b in blocks] == [(2, 1)] * 3
     monkeypatch.setenv("PT_XLA_DEBUG_MAX_FRAME", "2")
     torch.randn(2, 9, device=dev).sum().item()
     frames = _blocks(analysis())[0][6]

@@ -25,19 +25,46 @@ def test_ir_text_lists_the_pending_ops_without_running_them(dev):
     text = XLAC._get_xla_tensors_text([c])
     lines = text.strip().splitlines()
     assert lines[0] == "IR {" and lines[-1] == "}"
-    # torch_xla's layout: a parameter's line before its first use, the op's output shape,
-    # its name, operands, then its attributes and where it is a root
-    assert re.fullmatch(r"  %0 = f32\[(2,3|3,2)\]\{1,0\} xla::device_data\(\), xla_shape=f32\[(2,3|3,2)\]\{1,0\}", lines[1])
-    assert lines[3] == "  %2 = f32[2,2]{1,0} aten::mm(%0, %1), xla_shape=f32[2,2]{1,0}"
-    assert lines[4] == "  %3 = f32[] xla::device_data(), xla_shape=f32[]"  # the 1: a float32 parameter
-    assert lines[5] == "  %4 = f32[2,2]{1,0} aten::add(%2, %3), xla_shape=f32[2,2]{1,0}"
+    # torch_xla's layout and order (post order, a node's operands visited last first): the
+    # op's output shape, its name, operands, then its attributes and where it is a root
+    assert lines[1] == "  %0 = f32[] xla::device_data(), xla_shape=f32[]"  # the 1: a float32 parameter
+    assert lines[2] == "  %1 = f32[3,2]{1,0} xla::device_data(), xla_shape=f32[3,2]{1,0}"  # b
+    assert lines[3] == "  %2 = f32[2,3]{1,0} xla::device_data(), xla_shape=f32[2,3]{1,0}"  # a
+    assert lines[4] == "  %3 = f32[2,2]{1,0} aten::mm(%2, %1), xla_shape=f32[2,2]{1,0}"
+    assert lines[5] == "  %4 = f32[2,2]{1,0} aten::add(%3, %0), xla_shape=f32[2,2]{1,0}"
     assert lines[6] == "  %5 = f32[2,2]{1,0} aten::relu(%4), xla_shape=f32[2,2]{1,0}, ROOT=0"
     assert len(lines) == 8
     assert "dim=(1,)" in XLAC._get_xla_tensors_text([c.sum(1)])  # a non-tensor argument, named
     assert compiles() == before and unwrap(c)._value.pending
     expected = (a.cpu().mm(b.cpu()) + 1).relu()
     assert_same(c, expected)
-    assert "no pending computation" in XLAC._get_xla_tensors_text([c])
+    # a tensor holding a buffer is its device data, beside a pending one
+    before = compiles()
+    assert XLAC._get_xla_tensors_text([c, c * 3]).splitlines()[1:] == [
+        "  %0 = f32[2,2]{1,0} xla::device_data(), xla_shape=f32[2,2]{1,0}, ROOT=0",
+        "  %1 = f32[] xla::device_data(), xla_shape=f32[]",  # the 3: a float32 parameter
+        "  %2 = f32[2,2]{1,0} aten::mul(%0, %1), xla_shape=f32[2,2]{1,0}, ROOT=1", "}"]
+    assert compiles() == before
+
+
+def test_every_python_number_is_a_parameter_but_a_pow_exponent(dev):
+    """A Python number at a Scalar argument is a parameter (device data) whatever its value,
+    so `x * s` is one program for every int s, 0 and 1 included (torch_xla makes 0 and 1
+    constants, a program each); a Python exponent is a constant, a program per exponent."""
+    x = torch.randn(3, 11, device=dev)  # a shape of its own: no other test's program
+    xm.mark_step()
+    assert_same(x * 2, x.cpu() * 2)
+    start = compiles()
+    for s in (3, 1, 0, -1):
+        assert_same(x * s, x.cpu() * s)
+    assert compiles() == start
+    assert XLAC._get_xla_tensors_text([x * 1]).splitlines()[1] == "  %0 = f32[] xla::device_data(), xla_shape=f32[]"
+    text = XLAC._get_xla_tensors_text([torch.pow(x, 5)])
+    assert text.splitlines()[1] == "  %0 = s64[] prim::Constant(), xla_shape=s64[]"
+    start = compiles()
+    assert_same(torch.pow(x, 2), x.cpu() ** 2)
+    assert_same(torch.pow(x, 3), x.cpu() ** 3)
+    assert compiles() - start == 2
 
 
 def test_stablehlo_and_hlo_of_the_program_that_would_run(dev):

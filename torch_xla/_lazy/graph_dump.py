@@ -54,15 +54,18 @@ def _leaf_names(w):
     return [f"p{i}" for i in range(len(donated) + len(kept))]
 
 
-def _argument_names(name):
-    """The schema's argument names of ATen op `name` (`aten.add.Tensor`), or None."""
+def _arguments(name):
+    """(name, type) of each argument in the schema of ATen op `name` (`aten.add.Tensor`)."""
     namespace, _, rest = name.partition(".")
     packet, _, overload = rest.partition(".")
     try:
         op = getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
-        return [a.name for a in op._schema.arguments]
+        return [(a.name, str(a.type)) for a in op._schema.arguments]
     except (AttributeError, RuntimeError):
-        return None
+        return []
+
+
+_CONSTANT_DTYPES = {int: torch.int64, float: torch.float64, bool: torch.bool, complex: torch.complex128}
 
 
 def _names_in(arg):
@@ -74,64 +77,109 @@ def _names_in(arg):
 
 
 def ir_text(tensors) -> str:
-    """The pending IR behind `tensors` in torch_xla's layout, one value a line in the order
-    the program computes them: `%3 = f32[2,2]{1,0} aten::mm(%0, %2), xla_shape=f32[2,2]{1,0}`;
-    a buffer or a dynamic scalar (a program parameter: equal scalars share one) is an
-    `xla::device_data()` line before its first use; arguments that are not tensors follow
-    as `name=value`, and each root says `ROOT=k` (its place among the outputs)."""
-    return walk_text(_walk(tensors))
+    """The IR behind `tensors` in torch_xla's layout: `%3 = f32[2,2]{1,0} aten::mm(%0, %2),
+    xla_shape=f32[2,2]{1,0}`, one value a line, in torch_xla's order (post order, each
+    node's operands visited last first). A buffer, or a dynamic scalar (a program
+    parameter: equal scalars share one), is an `xla::device_data()` line, a number the
+    program holds as a constant (a static Scalar argument, such as pow's exponent) a
+    `prim::Constant()`, arguments that are not tensors follow as `name=value`, and each of
+    `tensors` says `ROOT=k` (its place among them): one holding a buffer is its
+    `xla::device_data()`."""
+    return walk_text(graph_program.walk(_as_outputs(_values(tensors))))
 
 
 def walk_text(w) -> str:
-    """`ir_text` of a walk (None: nothing pending)."""
+    """`ir_text` of a walk (None: nothing pending); a node of `_DEVICE_DATA` is the buffer it
+    reads."""
     if w is None:
         return "IR {\n  (no pending computation)\n}\n"
     donated, kept, _ = w.args
-    params, lines, names = [*donated, *kept], ["IR {"], {}
-    slots = w.program.slots
+    params, slots = [*donated, *kept], w.program.slots
+    lines = {}  # key -> (text after the name, operand keys): ("p", i) buffers, ("s", n)
+    constants = []  # scalars, ("n", i) nodes, ("c", k) constants
 
-    def define(key, shape, text):
-        names[key] = _Name(f"%{len(lines) - 1}")
-        lines.append(f"  {names[key]!r} = {shape} {text}, xla_shape={shape}")
+    def leaf(key, shape, dtype, op):
+        if key not in lines:
+            shape = hlo_shape(shape, dtype, layout=True)
+            lines[key] = (f"{shape} {op}", f", xla_shape={shape}", ())
+        return _Name(key)
 
-    def device_data(key, shape, dtype):
-        if key not in names:
-            define(key, hlo_shape(shape, dtype, layout=True), "xla::device_data()")
-        return names[key]
+    def constant(value):
+        """A number the program holds, of its type's dtype (as a scalar parameter's)."""
+        constants.append(value)
+        return leaf(("c", len(constants)), (), _CONSTANT_DTYPES[type(value)], "prim::Constant")
 
-    roots = {}
-    for k, ref in enumerate(w.program.roots):
-        roots.setdefault(ref, []).append(k)
     for i, (node, (_, template, refs, s0, s1, avals)) in enumerate(zip(w.order, w.program.plan)):
         inputs = []
         for pos, index in refs:
             if pos < 0:
                 a = params[index]
-                inputs.append(device_data(("p", index), a.shape, a.dtype))
+                inputs.append(leaf(("p", index), a.shape, a.dtype, "xla::device_data"))
             else:
-                base = names[("n", pos)].name
-                inputs.append(_Name(base if len(w.order[pos].avals) == 1 else f"{base}.{index}"))
-        scalars = [device_data(("s", slots[k]), (), w.program.slot_dtypes[slots[k]])
+                inputs.append(_Name(("n", pos), index if len(w.order[pos].avals) > 1 else None))
+        if node.op is _DEVICE_DATA:
+            lines[("n", i)] = inputs[0]  # the buffer itself
+            continue
+        scalars = [leaf(("s", slots[k]), (), w.program.slot_dtypes[slots[k]], "xla::device_data")
                    for k in range(s0, s1)]
         args, kwargs = fill_template(template, inputs, scalars)
-        arg_names = _argument_names(node.op.name) or []
+        schema = _arguments(node.op.name)
         operands, attributes = [], []
-        for name, a in [*((arg_names[j] if j < len(arg_names) else f"arg{j}", a)
-                          for j, a in enumerate(args)), *kwargs]:
+        for (name, kind), a in [*((schema[j] if j < len(schema) else (f"arg{j}", ""), a)
+                                  for j, a in enumerate(args)),
+                                *(((k, dict(schema).get(k, "")), v) for k, v in kwargs)]:
             found = _names_in(a)
             if found:
                 operands += found
+            elif kind == "number" and type(a) in _CONSTANT_DTYPES:  # a Scalar argument
+                operands.append(constant(a))
             else:
                 attributes.append((name, a))
-        text = f"{ir_op_name(node.op.name)}({', '.join(map(repr, operands))})"
-        define(("n", i), xla_shape(avals), text)
         extra = [f"{k}={v!r}" for k, v in attributes]
         if node.debug is not None and node.debug[0]:
             extra.append(f"scope={node.debug[0]}")
-        extra += [f"ROOT={k}" for out in range(len(avals)) for k in roots.get((i, out), ())]
-        if extra:
-            lines[-1] += ", " + ", ".join(extra)
-    return "\n".join(lines) + "\n}\n"
+        shape = xla_shape(avals)
+        lines[("n", i)] = (f"{shape} {ir_op_name(node.op.name)}",
+                           f", xla_shape={shape}" + "".join(", " + e for e in extra), tuple(operands))
+    return _emit(lines, [_root(lines, ref) for ref in w.program.roots])
+
+
+def _root(lines, ref):
+    pos, index = ref
+    if pos < 0:
+        return ("p", index), None
+    target = lines[("n", pos)]
+    return (target.key, target.index) if isinstance(target, _Name) else (("n", pos), index)
+
+
+def _emit(lines, roots) -> str:
+    """The lines in torch_xla's order (`torch::lazy::Util::ComputePostOrder`: depth first
+    from each root in turn, a node's operands pushed in order, so visited last first)."""
+    numbers, order = {}, []
+    for key, _ in roots:
+        stack = [key]
+        while stack:
+            k = stack[-1]
+            if k in numbers:
+                stack.pop()
+                continue
+            operands = [o.key for o in lines[k][2]]
+            waiting = [o for o in operands if o not in numbers]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            numbers[k] = len(order)
+            order.append(k)
+            stack.pop()
+    marks = {}
+    for r, (key, _) in enumerate(roots):
+        marks.setdefault(key, []).append(r)
+    out = ["IR {"]
+    for k in order:
+        head, tail, operands = lines[k]
+        out.append(f"  %{numbers[k]} = {head}({', '.join(o.text(numbers) for o in operands)}){tail}"
+                   + "".join(f", ROOT={r}" for r in marks.get(k, ())))
+    return "\n".join(out) + "\n}\n"
 
 
 def tensors_report(threshold: int, device=None, tensor_id=id) -> str:
@@ -163,14 +211,15 @@ def tensors_report(threshold: int, device=None, tensor_id=id) -> str:
 
 
 class _Name:
-    """Stands for a value in a formatted node: its repr is the value's name."""
-    __slots__ = ("name",)
+    """Stands for a value in a formatted node: the line of `key`, output `index` of it if the
+    line computes several."""
+    __slots__ = ("key", "index")
 
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, key, index=None):
+        self.key, self.index = key, index
 
-    def __repr__(self):
-        return self.name
+    def text(self, numbers):
+        return f"%{numbers[self.key]}" + ("" if self.index is None else f".{self.index}")
 
 
 def lowered(tensors):

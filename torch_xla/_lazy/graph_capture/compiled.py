@@ -103,7 +103,8 @@ class CompiledGraph:
 
     def _make_plan(self, prepare, *prepare_args):
         try:
-            fn = GraphFunction(prepare(*prepare_args), defer_views=True, collectives=True)
+            fn = GraphFunction(prepare(*prepare_args), defer_views=True, collectives=True,
+                               lift_scalars=True)
         except Unsupported as e:
             self.lazy = str(e)
             return None
@@ -144,6 +145,9 @@ class _Plan:
         self.backward = any(n.op == "placeholder" and n.name.startswith("tangents")
                             for n in fn.gm.graph.nodes)
         self.avals = fn.input_avals
+        # the graph's Python scalars (but 0 and 1): parameters after the seeds,
+        # as torch_xla's lowering of a captured graph makes them device data
+        self.constants = tuple(fn.constants)
         self.out_avals = fn.output_avals
         self.tensor_args = fn.tensor_inputs
         self.mutated = fn.mutated_inputs
@@ -200,6 +204,7 @@ class _Plan:
         donors = self._donors(values)
         n_rng = self.fn.n_rng
         seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
+        seeds += self.constants
         if self.mutated:
             free = self._donatable(values, device)
             args_d = tuple(values[i].data if i in free else jnp.copy(values[i].data)
@@ -264,7 +269,7 @@ class _Plan:
         must agree on the program) and pending inputs are computed first."""
         materialize([v for v in values if v.node is not None])
         fn, n_mutated = self.fn, len(self.mutated)
-        seeds = tuple(rng.next_seed(device) for _ in range(fn.n_rng))
+        seeds = tuple(rng.next_seed(device) for _ in range(fn.n_rng)) + self.constants
 
         def program(donated, kept, scalars):
             mutated, outs = fn(kept, scalars)
@@ -365,7 +370,7 @@ class _Plan:
             return fn(inputs, seeds)
 
         explanation = graph_analysis.Explanation(
-            (n, len(fn.output_refs)), dynamo=True,
+            (n + fn.n_rng + len(fn.constants), len(fn.output_refs)), dynamo=True,
             why_new=lambda: [f"a captured graph of {fn.n_ops} ops ({len(donated)} inputs donated, "
                              f"{len(computed)} computed inside from the lazy graph)"])
         return runner.compile(program_fn, args, placement, key=key, donate=bool(donated),

@@ -163,9 +163,9 @@ class GraphFunction:
     `collective` is true, and the function must run under the replicas' mesh axis
     (`replicas/program`).
 
-    For StableHLO export: with `lift_scalars`, the Scalar arguments of ops other than 0 and
-    1 are parameters of the function (`constants`, their values; passed after the seeds)
-    instead of constants inlined in it. Ops of the namespaces in `custom_calls` become
+    With `lift_scalars` (StableHLO export, torch.compile), Scalar arguments other than 0 and 1
+    are parameters (`constants`, their values; passed after the seeds), as torch_xla makes
+    them device data, not inline constants. Ops of the namespaces in `custom_calls` become
     `stablehlo.custom_call`s named after the op (`custom_call_targets`). `scopes` maps fx
     nodes to a name the ops lowered from them carry in their locations.
     """
@@ -417,7 +417,7 @@ class GraphFunction:
 
     def _scalar_values(self, scalars):
         """A node's Scalar arguments as jax values, from the call's parameters: inline
-        constants, or (with `lift_scalars`) parameters after the seeds, except 0 and 1."""
+        constants, or (with `lift_scalars`) parameters after the seeds, but bools, 0 and 1."""
         slots = []
         for value in scalars:
             if self.lift_scalars and type(value) is not bool and value not in (0, 1):

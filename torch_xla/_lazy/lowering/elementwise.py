@@ -171,7 +171,7 @@ def floor_divide(x, y):
     return div(x, y, "floor")
 
 
-@lower(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
+@lower(aten.pow.Tensor_Tensor, aten.pow.Scalar)
 def pow_(x, y):
     x, y = promote(x, y)
     out = jnp.power(x, y)
@@ -181,6 +181,13 @@ def pow_(x, y):
     one = jnp.ones((), x.dtype)
     neg = jnp.where(x == 1, one, jnp.where(x == -1, jnp.where(y % 2 == 0, one, -one), _zero(x)))
     return jnp.where(y < 0, neg, out)
+
+
+@lower(aten.pow.Tensor_Scalar, static_scalars=True)
+def pow_tensor_scalar(x, exponent):
+    """A Python exponent is a constant of the program, as in torch_xla (a program per
+    exponent): XLA then computes `x ** 2` as `x * x`."""
+    return pow_(x, jnp.asarray(exponent))
 
 
 @lower(aten.neg.default)
