@@ -95,8 +95,9 @@ def walk_text(w) -> str:
         return "IR {\n  (no pending computation)\n}\n"
     donated, kept, _ = w.args
     params, slots = [*donated, *kept], w.program.slots
-    lines = {}  # key -> (text after the name, operand keys): ("p", i) buffers, ("s", n)
-    constants = []  # scalars, ("n", i) nodes, ("c", k) constants
+    # key -> (head, tail, operand _Names): ("p", i) a buffer, ("s", n) a scalar parameter,
+    # ("n", i) a node (a `_DEVICE_DATA` node: the _Name of its buffer), ("c", k) a constant
+    lines = {}
 
     def leaf(key, shape, dtype, op):
         if key not in lines:
@@ -106,17 +107,20 @@ def walk_text(w) -> str:
 
     def constant(value):
         """A number the program holds, of its type's dtype (as a scalar parameter's)."""
-        constants.append(value)
-        return leaf(("c", len(constants)), (), _CONSTANT_DTYPES[type(value)], "prim::Constant")
+        return leaf(("c", len(lines)), (), _CONSTANT_DTYPES[type(value)], "prim::Constant")
+
+    def name(pos, index):
+        """The _Name of output `index` of the walk's node `pos` (< 0: parameter `index`)."""
+        if pos < 0:
+            a = params[index]
+            return leaf(("p", index), a.shape, a.dtype, "xla::device_data")
+        line = lines[("n", pos)]
+        if isinstance(line, _Name):
+            return line
+        return _Name(("n", pos), index if len(w.order[pos].avals) > 1 else None)
 
     for i, (node, (_, template, refs, s0, s1, avals)) in enumerate(zip(w.order, w.program.plan)):
-        inputs = []
-        for pos, index in refs:
-            if pos < 0:
-                a = params[index]
-                inputs.append(leaf(("p", index), a.shape, a.dtype, "xla::device_data"))
-            else:
-                inputs.append(_Name(("n", pos), index if len(w.order[pos].avals) > 1 else None))
+        inputs = [name(pos, index) for pos, index in refs]
         if node.op is _DEVICE_DATA:
             lines[("n", i)] = inputs[0]  # the buffer itself
             continue
@@ -124,39 +128,33 @@ def walk_text(w) -> str:
                    for k in range(s0, s1)]
         args, kwargs = fill_template(template, inputs, scalars)
         schema = _arguments(node.op.name)
+        types = dict(schema)
         operands, attributes = [], []
-        for (name, kind), a in [*((schema[j] if j < len(schema) else (f"arg{j}", ""), a)
-                                  for j, a in enumerate(args)),
-                                *(((k, dict(schema).get(k, "")), v) for k, v in kwargs)]:
+        for (arg, kind), a in [*((schema[j] if j < len(schema) else (f"arg{j}", ""), a)
+                                 for j, a in enumerate(args)),
+                               *(((k, types.get(k, "")), v) for k, v in kwargs)]:
             found = _names_in(a)
             if found:
                 operands += found
             elif kind == "number" and type(a) in _CONSTANT_DTYPES:  # a Scalar argument
                 operands.append(constant(a))
             else:
-                attributes.append((name, a))
+                attributes.append((arg, a))
         extra = [f"{k}={v!r}" for k, v in attributes]
         if node.debug is not None and node.debug[0]:
             extra.append(f"scope={node.debug[0]}")
         shape = xla_shape(avals)
         lines[("n", i)] = (f"{shape} {ir_op_name(node.op.name)}",
                            f", xla_shape={shape}" + "".join(", " + e for e in extra), tuple(operands))
-    return _emit(lines, [_root(lines, ref) for ref in w.program.roots])
-
-
-def _root(lines, ref):
-    pos, index = ref
-    if pos < 0:
-        return ("p", index), None
-    target = lines[("n", pos)]
-    return (target.key, target.index) if isinstance(target, _Name) else (("n", pos), index)
+    return _emit(lines, [name(*ref).key for ref in w.program.roots])
 
 
 def _emit(lines, roots) -> str:
     """The lines in torch_xla's order (`torch::lazy::Util::ComputePostOrder`: depth first
-    from each root in turn, a node's operands pushed in order, so visited last first)."""
+    from each root's line in turn, a line's operands pushed in order, so visited last
+    first), each root's line marked `ROOT=k`."""
     numbers, order = {}, []
-    for key, _ in roots:
+    for key in roots:
         stack = [key]
         while stack:
             k = stack[-1]
@@ -172,7 +170,7 @@ def _emit(lines, roots) -> str:
             order.append(k)
             stack.pop()
     marks = {}
-    for r, (key, _) in enumerate(roots):
+    for r, key in enumerate(roots):
         marks.setdefault(key, []).append(r)
     out = ["IR {"]
     for k in order:

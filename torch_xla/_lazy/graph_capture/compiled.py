@@ -202,9 +202,7 @@ class _Plan:
         fused = self._fuse_pending(values, device)
         layout = None if fused is None else fused[1]
         donors = self._donors(values)
-        n_rng = self.fn.n_rng
-        seeds = tuple(rng.next_seed(device) for _ in range(n_rng)) if n_rng else ()
-        seeds += self.constants
+        seeds = self._scalars(device)
         if self.mutated:
             free = self._donatable(values, device)
             args_d = tuple(values[i].data if i in free else jnp.copy(values[i].data)
@@ -263,13 +261,18 @@ class _Plan:
                 donors.append(i)
         return tuple(donors)
 
+    def _scalars(self, device):
+        """The program's scalar parameters: a fresh seed for each of its random ops, then the
+        graph's Python scalars."""
+        return tuple(rng.next_seed(device) for _ in range(self.fn.n_rng)) + self.constants
+
     def _run_replicated(self, values, device):
         """(mutated, outputs) of a graph holding collectives: one program over every replica
         (`replicated`), each replica's inputs its blocks. Nothing is donated (the replicas
         must agree on the program) and pending inputs are computed first."""
         materialize([v for v in values if v.node is not None])
         fn, n_mutated = self.fn, len(self.mutated)
-        seeds = tuple(rng.next_seed(device) for _ in range(fn.n_rng)) + self.constants
+        seeds = self._scalars(device)
 
         def program(donated, kept, scalars):
             mutated, outs = fn(kept, scalars)
