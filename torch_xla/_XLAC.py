@@ -5,6 +5,7 @@ engine with the same names and arguments.
 """
 
 import json
+import types
 
 import jax
 import torch
@@ -16,6 +17,7 @@ from torch_xla._lazy import donation as _donation
 from torch_xla._lazy import dynamic_shape_detector as _detector
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_dump as _graph_dump
+from torch_xla._lazy.lowering_context import LoweringContext as _LoweringContext
 from torch_xla._lazy import ir as _ir
 from torch_xla._lazy.replicas import collective_ops as _coll
 from torch_xla._lazy import ready as _ready
@@ -44,6 +46,10 @@ def _xla_mark_tensor(t, info: str):
     attr = info.get("attr")
     return torch.ops.xla.mark_tensor(t, info["name"], info["pos"], info["id"], info["is_input"],
                                      None if attr is None else tuple(attr.items()))
+
+
+# torch_xla's `_XLAC.lowering` submodule.
+lowering = types.SimpleNamespace(LoweringContext=_LoweringContext)
 
 
 def _get_xla_tensors_text(tensors) -> str:

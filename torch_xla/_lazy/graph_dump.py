@@ -223,13 +223,20 @@ class _Name:
 def lowered(tensors):
     """jax's `Lowered` for the program `mark_step` would run for `tensors`, or None."""
     w = _walk(tensors)
-    return None if w is None else _lowered(w)
+    return None if w is None else walk_lowered(w)
 
 
-def _lowered(w):
+def walk_lowered(w):
+    """jax's `Lowered` of walk `w`'s program: its arguments the buffers (`w.leaves`), then
+    `walk_scalars(w)`."""
     if pjrt.is_spmd():
         return spmd_program.lowered(w)
     return runner.lower(w.program.run_packed, w.call_args)
+
+
+def walk_scalars(w):
+    """The scalar arguments `walk_lowered(w)` passes after the buffers (packed, but under SPMD)."""
+    return w.args[2] if pjrt.is_spmd() else w.call_args[2]
 
 
 def program_text(tensors, dialect: str = "stablehlo") -> str:
@@ -242,8 +249,14 @@ def program_text(tensors, dialect: str = "stablehlo") -> str:
 def tensors_hlo(tensors) -> str:
     """The HLO text of the program computing `tensors`, those holding buffers among its
     outputs as their parameters (torch_xla's `_get_xla_tensors_hlo`)."""
-    w = graph_program.walk(_as_outputs(_values(tensors)))
+    w = tensors_walk(tensors)
     return "" if w is None else walk_program_text(w, "hlo")
+
+
+def tensors_walk(tensors):
+    """The walk of the program computing `tensors` as torch_xla lowers them: those holding
+    buffers are among its outputs as their parameters. None if `tensors` is empty."""
+    return graph_program.walk(_as_outputs(_values(tensors)))
 
 
 def walk_program_text(w, dialect: str = "stablehlo") -> str:
@@ -254,11 +267,11 @@ def walk_program_text(w, dialect: str = "stablehlo") -> str:
         if os.environ.get("XLA_DUMP_POST_OPTIMIZATIONS", "0").lower() in ("1", "true"):
             program = spmd_program.compiled(w) if pjrt.is_spmd() else graph_program.program_for(w)
             return program.compiled.as_text()
-        return hlo_text(_lowered(w))
+        return hlo_text(walk_lowered(w))
     symbolic = _symbolic_args(w)
     if symbolic is not None:
         return composite.upstream_names(runner.export(w.program.run_packed, symbolic).mlir_module())
-    return composite.upstream_names(_lowered(w).as_text(dialect=dialect))
+    return composite.upstream_names(walk_lowered(w).as_text(dialect=dialect))
 
 
 def _symbolic_args(w):
