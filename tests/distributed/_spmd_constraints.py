@@ -229,3 +229,26 @@ def global_tensors_from_cpu_shards():
     for bad in ((3 * N,), (4 * N + 1,)):  # shards of 3 (of 4, padded: 5)
         raises(RuntimeError, lambda: from_shards(same, mesh.get_op_sharding((0,)),
                                                  torch.Size(bad)), "do not make")
+
+
+@check
+def lowering_context_of_sharded_inputs_copies_nothing():
+    """A LoweringContext over sharded inputs: their parameters carry their shardings in the
+    module, and mapping parameters to XLA tensors moves no data."""
+    import torch_xla.debug.metrics as met
+    mesh = xs.Mesh(np.arange(N), (N // 2, 2), ('x', 'y'))
+    a = torch.randn(32, 64).to('xla')
+    xs.mark_sharding(a, mesh, ('x', 'y'))
+    b = torch.ones(64).to('xla')
+    xs.mark_sharding(b, mesh, ('y',))
+    torch_xla.sync()
+    ctx = torch_xla._XLAC.lowering.LoweringContext("sharded")
+    ctx.build([a + b])
+    met.clear_all()
+    mapping = ctx.device_parameter_id_tensor_mapping()
+    assert sorted(mapping) == [0, 1] and met.metric_data("TransferFromDeviceTime") is None
+    assert {ctx.tensor_parameter_id(a), ctx.tensor_parameter_id(b)} == {0, 1}
+    assert spec(mapping[ctx.tensor_parameter_id(a)]) == spec(a)
+    text = ctx.hlo_text()
+    assert text.count('opcode: "parameter"') == 2 and "sharding" in text
+    assert_same(mapping[ctx.tensor_parameter_id(b)], torch.ones(64), **EXACT)
