@@ -65,6 +65,20 @@ def test_checkpointed_module_gives_the_same_gradients_with_dropout(dev):
         assert_same(a, b, device="cpu")
 
 
+def test_checkpointed_module_fences_its_parameters_and_buffers(dev):
+    """The recomputation's optimization barrier takes the input, the gradient of the output
+    and the module's parameters and buffers, as torch_xla's does."""
+    import torch_xla
+    block = nn.Linear(8, 8)
+    block.register_buffer("state", torch.zeros(3, 5))
+    checkpoint_module(block.to(dev))
+    block(torch.randn(4, 8, device=dev, requires_grad=True)).sum().backward()
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([block.weight.grad])
+    barrier = next(line for line in hlo.splitlines() if "opt-barrier(" in line)
+    operands = barrier.split("opt-barrier((", 1)[1]
+    assert [operands.count(s) for s in ("f32[4,8]", "f32[8,8]", "f32[8]", "f32[3,5]")] == [2, 1, 1, 1]
+
+
 def test_patched_linear_forward_reads_the_weight_and_matches_nn_linear(dev):
     from torch_xla.distributed.fsdp.utils import apply_xla_patch_to_nn_linear
     torch.manual_seed(0)

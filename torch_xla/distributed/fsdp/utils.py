@@ -29,7 +29,8 @@ def checkpoint_module(module: torch.nn.Module) -> torch.nn.Module:
     activations are not kept for the backward, which runs the forward again. Keyword
     arguments travel with the positional ones (checkpoint takes positional ones only). Calls
     where no input requires grad run plainly: the parameters alone cannot carry a
-    checkpointed backward."""
+    checkpointed backward. The forward runs as a method of `module`, so that the
+    recomputation's optimization barrier takes its parameters and buffers too."""
     original = module.forward
 
     def forward(*args, **kwargs):
@@ -38,10 +39,10 @@ def checkpoint_module(module: torch.nn.Module) -> torch.nn.Module:
             return original(*args, **kwargs)
         keys = tuple(kwargs)
 
-        def run(*flat):
+        def run(_, *flat):
             n = len(flat) - len(keys)
             return original(*flat[:n], **dict(zip(keys, flat[n:])))
-        return checkpoint(run, *args, *kwargs.values())
+        return checkpoint(MethodType(run, module), *args, *kwargs.values())
 
     module.forward = forward
     return module
