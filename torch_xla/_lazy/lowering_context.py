@@ -12,7 +12,6 @@ import numpy as np
 import torch
 
 from . import graph_dump, hlo_proto, transfers
-from .device import transfer
 from .tensor import to_functional, unwrap, wrap
 
 
@@ -30,9 +29,8 @@ class _Parameter:
         return torch.from_numpy(np.array(self.scalar))
 
     def on_device(self) -> torch.Tensor:
-        if self.value is not None:
-            return to_functional(wrap(self.value))
-        return transfer(self.host(), f"xla:{self.device}")
+        return to_functional(wrap(self.value if self.value is not None else
+                                  transfers.from_cpu(self.host(), self.device)))
 
 
 def _kept_arguments(lowered, count: int) -> list:
