@@ -33,9 +33,9 @@ class _Parameter:
                                   transfers.from_cpu(self.host(), self.device)))
 
 
-def _kept_arguments(lowered, count: int) -> list:
-    """Positions, among the program's `count` flat arguments, of those that are parameters
-    of its HLO (jax leaves out the ones the program does not use)."""
+def _kept_arguments(lowered) -> list:
+    """Positions, among the program's flat arguments, of those that are parameters of its
+    HLO (jax leaves out the ones the program does not use)."""
     kept = getattr(lowered, "_lowering", None)
     kept = None if kept is None else kept.compile_args.get("kept_var_idx")
     if kept is None:
@@ -64,7 +64,7 @@ class LoweringContext:
         flat = [_Parameter(w.device, value=v) for v in w.leaves]
         flat += [_Parameter(w.device, scalar=s) for s in jax.tree.leaves(graph_dump.walk_scalars(w))]
         self._module = module
-        self._parameters = [flat[i] for i in _kept_arguments(lowered, len(flat))]
+        self._parameters = [flat[i] for i in _kept_arguments(lowered)]
 
     def _built(self):
         if self._module is None:
