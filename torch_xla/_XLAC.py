@@ -117,6 +117,17 @@ def _xla_sync_multi(tensors, devices=(), wait: bool = True, sync_xla_data: bool 
                            donate=_donation.with_sync_multi[0])
 
 
+def _xla_op_computation_from_module_proto(name: str, proto: bytes):
+    """A computation of a serialized HloModuleProto (`xla_builder.computation_from_module_proto`)."""
+    import torch_xla.core.xla_builder as xb
+    return xb.computation_from_module_proto(name, proto)
+
+
+def _xla_computation_text(computation) -> str:
+    """The HLO text of an op builder's computation."""
+    return computation.hlo_text()
+
+
 def _xla_user_computation(opname: str, inputs, computation):
     """Runs `computation` (built with `xla_builder`'s op builder) on XLA tensors `inputs`
     as one op of the graph; returns its results as a list of tensors."""

@@ -121,3 +121,31 @@ def test_xla_callable_builds_one_computation_per_signature(dev):
     fn((a[:1].to(dev), b[:1].to(dev)), 2.0)
     fn((a.to(dev), b.to(dev)), 3.0)
     assert len(fn._cache) == 3  # one per shape and per scale
+
+
+def test_computation_from_module_proto_runs_the_module_in_the_step(dev):
+    """An HLO module's proto (a LoweringContext's, a jax function's) as a computation:
+    applied to XLA tensors, it runs inlined in the step's program; its text is its HLO."""
+    a = torch.tensor([1.0, 2.0, 3.0], device=dev)
+    b = torch.tensor([4.0, 5.0, 6.0], device=dev)
+    torch_xla.sync()
+    ctx = torch_xla._XLAC.lowering.LoweringContext("scaled_sum")
+    ctx.build([(a + b) * 2.5])
+    comp = xb.computation_from_module_proto("scaled_sum", ctx.hlo())
+    assert xb.get_computation_hlo(comp).startswith("HloModule scaled_sum")
+    params = ctx.parameter_id_tensor_mapping()
+    x, y = torch.ones(3, device=dev), torch.arange(3.0, device=dev)
+    inputs = [x if i == ctx.tensor_parameter_id(a) else y if i == ctx.tensor_parameter_id(b)
+              else params[i].to(dev) for i in sorted(params)]
+    before = compiles()
+    (out,) = torch_xla._XLAC._xla_user_computation("xla::scaled_sum", inputs, comp)
+    assert_same(out * 2, (torch.ones(3) + torch.arange(3.0)) * 5)
+    assert compiles() == before + 1  # one program: the module and the multiply after it
+
+    low = jax.jit(lambda p, q: (_sin_plus(p, q), p.sum())).lower(
+        jax.ShapeDtypeStruct((3,), jnp.float32), jax.ShapeDtypeStruct((3,), jnp.float32))
+    func = xb.xla_computation_as_func(
+        xb.computation_from_module_proto("f", low.compiler_ir("hlo").as_serialized_hlo_module_proto()))
+    total, s = func([a, b])
+    assert_same(total, torch.tensor([1.0, 2.0, 3.0]) + torch.sin(torch.tensor([4.0, 5.0, 6.0])))
+    assert_same(s, torch.tensor(6.0))

@@ -9,9 +9,8 @@ import hashlib
 import os
 
 import torch
-from jax._src.lib import hlo as _hlo
 
-from . import donation, graph_program, pjrt, runner, unbounded_dims
+from . import donation, graph_program, hlo_proto, pjrt, runner, unbounded_dims
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
 from .lowering import Lowering, composite
@@ -283,13 +282,8 @@ def _symbolic_args(w):
 
 
 def hlo_text(low) -> str:
-    """The HLO text of jax's `Lowered` as XLA's `HloModule::ToString` prints it for torch_xla:
-    names with `%`, each operand with its shape (`sine(f32[4,4]{1,0} %x)`)."""
-    options = _hlo.HloPrintOptions()
-    options.print_operand_shape = True
-    options.print_percent = True
-    options.print_metadata = False
-    return low.compiler_ir("hlo").get_hlo_module().to_string(options)
+    """The HLO text of jax's `Lowered` (`hlo_proto.hlo_text`)."""
+    return hlo_proto.hlo_text(low.compiler_ir("hlo").get_hlo_module())
 
 
 def program_bytecode(tensors) -> bytes:

@@ -110,3 +110,67 @@ def json(message) -> str:
     """`message` as protobuf's JSON mapping prints it (camelCase names, on one line)."""
     from google.protobuf import json_format
     return json_format.MessageToJson(message, indent=None)
+
+
+def hlo_text(hlo_module) -> str:
+    """The text of jaxlib's `HloModule` as XLA's `HloModule::ToString` prints it for
+    torch_xla: names with `%`, each operand with its shape (`sine(f32[4,4]{1,0} %x)`)."""
+    from jax._src.lib import hlo
+    options = hlo.HloPrintOptions()
+    options.print_operand_shape = True
+    options.print_percent = True
+    options.print_metadata = False
+    return hlo_module.to_string(options)
+
+
+def serialized_text(serialized: bytes) -> str:
+    """`hlo_text` of a serialized `HloModuleProto`."""
+    from jax._src.lib import xla_client
+    return hlo_text(xla_client.XlaComputation(serialized).get_hlo_module())
+
+
+# XLA's PrimitiveType names (xla_data.proto) of the array types jax has.
+_DTYPES = {"PRED": "bool", "S8": "int8", "S16": "int16", "S32": "int32", "S64": "int64",
+           "U8": "uint8", "U16": "uint16", "U32": "uint32", "U64": "uint64", "F16": "float16",
+           "BF16": "bfloat16", "F32": "float32", "F64": "float64", "C64": "complex64",
+           "C128": "complex128", "F8E5M2": "float8_e5m2", "F8E4M3FN": "float8_e4m3fn"}
+
+
+def _avals(shape) -> tuple:
+    """The jax avals of a ShapeProto: one, or one per element of a tuple shape."""
+    import jax.numpy as jnp
+    from jax._src import core
+    kind = shape.DESCRIPTOR.fields_by_name["element_type"].enum_type.values_by_number[shape.element_type].name
+    if kind == "TUPLE":
+        return tuple(a for s in shape.tuple_shapes for a in _avals(s))
+    if kind not in _DTYPES:
+        raise NotImplementedError(f"HLO modules with {kind} values cannot run here")
+    return (core.ShapedArray(tuple(shape.dimensions), jnp.dtype(_DTYPES[kind])),)
+
+
+def exported(serialized: bytes, platform: str):
+    """The serialized `HloModuleProto` as a `jax.export.Exported` for `platform`: its
+    `call(*arrays)`, inside a jax function, inlines the module there (the entry
+    computation's results flat: a tuple's elements, or the one result)."""
+    import jax
+    from jax._src.export import _export
+    from jax._src.interpreters import mlir
+    from jax._src.lib import _jax
+    from jax._src.lib.mlir import ir
+    message = module(serialized)
+    program = message.host_program_shape
+    in_avals = tuple(a for p in program.parameters for a in _avals(p))
+    out_avals = _avals(program.result)
+    with mlir.make_ir_context():
+        body = _export._module_to_bytecode(ir.Module.parse(_jax.mlir.hlo_to_stablehlo(serialized)))
+    n_in, n_out = len(in_avals), len(out_avals)
+    return jax.export.Exported(
+        fun_name=message.name, in_tree=jax.tree.structure(((0,) * n_in, {})), in_avals=in_avals,
+        out_tree=jax.tree.structure((0,) * n_out), out_avals=out_avals,
+        _has_named_shardings=False, _in_named_shardings=(None,) * n_in,
+        _out_named_shardings=(None,) * n_out, in_shardings_hlo=(None,) * n_in,
+        out_shardings_hlo=(None,) * n_out, nr_devices=1, platforms=(platform,),
+        ordered_effects=(), unordered_effects=(), disabled_safety_checks=(),
+        mlir_module_serialized=body,
+        calling_convention_version=_export.minimum_supported_calling_convention_version,
+        module_kept_var_idx=tuple(range(n_in)), uses_global_constants=False, _get_vjp=None)

@@ -7,10 +7,12 @@ of the same semantics. A computation (`create_computation`) is a Python function
 by jax where it is used: in a `Conditional`, `While`, `Reduce`, `Call`, `Sort`, `Map`, or
 as the body of an op registered with `xla_op_registry`.
 """
+import hashlib
+
 import jax
 import torch
 
-from .._lazy import runner
+from .._lazy import hlo_proto, pjrt, runner
 
 from ._xla_operations import OPS, Type, XLA_PT_TYPE_MAP, PT_XLA_TYPE_MAP, jax_type, xla_type
 
@@ -115,6 +117,25 @@ class Computation:
         computation.__name__ = self.name
         return runner.lower(computation, _struct(self.shapes)).as_text(dialect="hlo")
 
+
+
+class ModuleComputation:
+    """A computation made from a serialized `HloModuleProto` (`computation_from_module_proto`):
+    where an operation applies it, its entry computation is inlined into the program (the
+    module converted to StableHLO and called through jax.export)."""
+
+    def __init__(self, name, serialized):
+        self.name, self._serialized = name, bytes(serialized)
+        self._exported = hlo_proto.exported(self._serialized, pjrt.jax_device(0).platform)
+        self.shapes = tuple(_py_shape(a) for a in self._exported.in_avals)
+        self.key = ("xla_module", hashlib.sha256(self._serialized).hexdigest())
+
+    def __call__(self, *values):
+        outs = self._exported.call(*values)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def hlo_text(self):
+        return hlo_proto.serialized_text(self._serialized)
 
 
 def mkop(name, ops, **kwargs):

@@ -25,7 +25,7 @@ from jax._src import config as _jax_config
 
 from .._lazy import jax_functions
 from ._op_builder import (  # noqa: F401  (torch_xla's op builder API)
-    Builder, Computation, Op, Shape, Type, XLA_PT_TYPE_MAP as _XLA_PT_TYPE_MAP,
+    Builder, Computation, ModuleComputation, Op, Shape, Type, XLA_PT_TYPE_MAP as _XLA_PT_TYPE_MAP,
     PT_XLA_TYPE_MAP as _PT_XLA_TYPE_MAP, create_builder, create_computation,
     get_computation_hlo, lowering_function, mkleaf, mkop, mkshape, tensor_shape)
 
@@ -106,6 +106,13 @@ def create_placeholder_tensor(shape, dtype) -> torch.Tensor:
     can be traced into graphs, to look at their program, but not read (RuntimeError)."""
     from .._lazy import device
     return device.placeholder(shape, dtype, "xla:0")
+
+
+def computation_from_module_proto(name, proto):
+    """A computation of a serialized `HloModuleProto` (e.g. `LoweringContext.hlo()`, or a
+    jax function's `compiler_ir('hlo').as_serialized_hlo_module_proto()`), to apply to XLA
+    tensors with `xla_computation_as_func` or `_XLAC._xla_user_computation`."""
+    return ModuleComputation(name, proto)
 
 
 def xla_computation_as_func(computation, name=None):
