@@ -33,10 +33,15 @@ def _varint(data, pos):
         shift += 7
 
 
+def _name_field(name: str) -> bytes:
+    """A FileDescriptorProto's first bytes: its `name` field (names under 128 bytes)."""
+    encoded = name.encode()
+    return b"\x0a" + bytes([len(encoded)]) + encoded
+
+
 def _descriptor_bytes(data, name: str) -> bytes:
     """The serialized FileDescriptorProto of .proto file `name` within `data`, or b''."""
-    encoded = name.encode()
-    start = data.find(b"\x0a" + bytes([len(encoded)]) + encoded)
+    start = data.find(_name_field(name))
     if start < 0:
         return b""
     pos = start
@@ -59,7 +64,7 @@ def _library():
     for path in sorted(glob.glob(os.path.join(folder, "*.so*")), key=os.path.getsize, reverse=True):
         with open(path, "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        if data.find(b"\x0a" + bytes([len(_ROOT)]) + _ROOT.encode()) >= 0:
+        if data.find(_name_field(_ROOT)) >= 0:
             return data
         data.close()
     raise RuntimeError(f"jaxlib {jaxlib.__version__} holds no descriptor of {_ROOT} in {folder}: "
@@ -129,23 +134,12 @@ def serialized_text(serialized: bytes) -> str:
     return hlo_text(xla_client.XlaComputation(serialized).get_hlo_module())
 
 
-# XLA's PrimitiveType names (xla_data.proto) of the array types jax has.
-_DTYPES = {"PRED": "bool", "S8": "int8", "S16": "int16", "S32": "int32", "S64": "int64",
-           "U8": "uint8", "U16": "uint16", "U32": "uint32", "U64": "uint64", "F16": "float16",
-           "BF16": "bfloat16", "F32": "float32", "F64": "float64", "C64": "complex64",
-           "C128": "complex128", "F8E5M2": "float8_e5m2", "F8E4M3FN": "float8_e4m3fn"}
-
-
 def _avals(shape) -> tuple:
-    """The jax avals of a ShapeProto: one, or one per element of a tuple shape."""
-    import jax.numpy as jnp
+    """The jax avals of jaxlib's `Shape`: one, or one per element of a tuple shape."""
     from jax._src import core
-    kind = shape.DESCRIPTOR.fields_by_name["element_type"].enum_type.values_by_number[shape.element_type].name
-    if kind == "TUPLE":
-        return tuple(a for s in shape.tuple_shapes for a in _avals(s))
-    if kind not in _DTYPES:
-        raise NotImplementedError(f"HLO modules with {kind} values cannot run here")
-    return (core.ShapedArray(tuple(shape.dimensions), jnp.dtype(_DTYPES[kind])),)
+    if shape.is_tuple():
+        return tuple(a for s in shape.tuple_shapes() for a in _avals(s))
+    return (core.ShapedArray(tuple(shape.dimensions()), shape.numpy_dtype()),)
 
 
 def exported(serialized: bytes, platform: str):
@@ -155,17 +149,17 @@ def exported(serialized: bytes, platform: str):
     import jax
     from jax._src.export import _export
     from jax._src.interpreters import mlir
-    from jax._src.lib import _jax
+    from jax._src.lib import _jax, xla_client
     from jax._src.lib.mlir import ir
-    message = module(serialized)
-    program = message.host_program_shape
-    in_avals = tuple(a for p in program.parameters for a in _avals(p))
-    out_avals = _avals(program.result)
+    computation = xla_client.XlaComputation(serialized)
+    program = computation.program_shape()
+    in_avals = tuple(a for p in program.parameter_shapes() for a in _avals(p))
+    out_avals = _avals(program.result_shape())
     with mlir.make_ir_context():
         body = _export._module_to_bytecode(ir.Module.parse(_jax.mlir.hlo_to_stablehlo(serialized)))
     n_in, n_out = len(in_avals), len(out_avals)
     return jax.export.Exported(
-        fun_name=message.name, in_tree=jax.tree.structure(((0,) * n_in, {})), in_avals=in_avals,
+        fun_name=computation.name(), in_tree=jax.tree.structure(((0,) * n_in, {})), in_avals=in_avals,
         out_tree=jax.tree.structure((0,) * n_out), out_avals=out_avals,
         _has_named_shardings=False, _in_named_shardings=(None,) * n_in,
         _out_named_shardings=(None,) * n_out, in_shardings_hlo=(None,) * n_in,

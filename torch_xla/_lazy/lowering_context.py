@@ -54,8 +54,7 @@ class LoweringContext:
         self._module, self._parameters = None, ()
 
     def build(self, tensors) -> None:
-        tensors = list(tensors)
-        w = graph_dump.tensors_walk(tensors) if tensors else None
+        w = graph_dump.tensors_walk(list(tensors))
         if w is None:
             raise ValueError("LoweringContext.build() needs at least one XLA tensor")
         lowered = graph_dump.walk_lowered(w)
