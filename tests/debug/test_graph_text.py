@@ -82,6 +82,24 @@ def test_stablehlo_and_hlo_of_the_program_that_would_run(dev):
     assert compiles() == before and unwrap(c)._value.pending
 
 
+def test_hlo_names_each_instruction_after_its_opcode(dev):
+    _, _, c = _graph(dev)
+    hlo = XLAC._get_xla_tensors_hlo([c])
+    # as XLA's builders name them (jax's own conversion names them after its primitives)
+    assert re.search(r"%dot\.\d+ = f32\[2,2\]\{1,0\} dot\(", hlo), hlo
+    assert re.search(r"%maximum\.\d+ = ", hlo) and "%max." not in hlo, hlo
+
+
+def test_hlo_of_a_pending_collective_is_the_replicas_program(dev):
+    t = xm.all_reduce(xm.REDUCE_SUM, torch.arange(2, device=dev) + 1)
+    before = compiles()
+    hlo = XLAC._get_xla_tensors_hlo([t])
+    assert re.search(r"%all-reduce\.\d+ = s64\[2\]\{0\} all-reduce\(", hlo), hlo
+    assert "stablehlo.all_reduce" in xm.get_stablehlo([t])
+    assert compiles() == before
+    assert t.tolist() == [1, 2]  # one replica here
+
+
 def test_hlo_of_a_tensor_holding_a_buffer_returns_its_parameter(dev):
     a = torch.randn(2, 3, device=dev)
     xm.mark_step()

@@ -4,6 +4,7 @@ Collectives across replicas are checked on 4 processes in test_replicas_api.py."
 from datetime import timedelta
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from torch_xla.distributed import xla_backend
@@ -44,3 +45,15 @@ def test_a_mesh_given_is_taken_and_without_options_the_group_is_alone():
 def test_ops_xla_programs_cannot_do_raise_not_implemented(op):
     with pytest.raises(NotImplementedError):
         getattr(xla_backend.ProcessGroupXla(0, 1), op)()
+
+
+def test_allgather_takes_one_output_per_rank_of_the_group(dev):
+    pg = xla_backend.ProcessGroupXla(0, 1)
+    t = torch.arange(3, device=dev)
+    outs = [torch.zeros(3, dtype=torch.int64, device=dev)]
+    pg.allgather([outs], [t]).wait()
+    assert outs[0].tolist() == [0, 1, 2]
+    with pytest.raises(RuntimeError, match=r"invalid output tensor list at index 0 \(expected length 1, got 2\)"):
+        pg.allgather([[torch.zeros_like(t), torch.zeros_like(t)]], [t])
+    with pytest.raises(RuntimeError, match="same length"):
+        pg.allgather([outs, outs], [t])

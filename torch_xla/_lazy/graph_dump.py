@@ -11,6 +11,7 @@ import os
 import torch
 
 from . import donation, graph_program, hlo_proto, pjrt, runner, unbounded_dims
+from .replicas import program as replicated
 from .spmd import program as spmd_program
 from .compile_explanation import format_avals
 from .lowering import Lowering, composite
@@ -230,6 +231,8 @@ def walk_lowered(w):
     `walk_scalars(w)`."""
     if pjrt.is_spmd():
         return spmd_program.lowered(w)
+    if w.collective:
+        return replicated.lowered(replicated.Call(w.key, w.program.run_traced, w.args, ()))
     return runner.lower(w.program.run_packed, w.call_args)
 
 
@@ -283,7 +286,7 @@ def _symbolic_args(w):
 
 def hlo_text(low) -> str:
     """The HLO text of jax's `Lowered` (`hlo_proto.hlo_text`)."""
-    return hlo_proto.hlo_text(low.compiler_ir("hlo").get_hlo_module())
+    return hlo_proto.hlo_text(hlo_proto.computation(low).get_hlo_module())
 
 
 def program_bytecode(tensors) -> bytes:

@@ -128,6 +128,17 @@ def hlo_text(hlo_module) -> str:
     return hlo_module.to_string(options)
 
 
+def computation(lowered):
+    """jaxlib's `XlaComputation` of jax's `Lowered`, its instructions named as XLA names
+    those of a builder (`%multiply.3`, `%all-reduce.5`, parameters `%Arg_0.1`): converted
+    from the StableHLO without its locations, from which jax's own conversion names them
+    after jax's primitives and argument paths (`%mul.3`, `%psum.5`, `%kept_0_.1`)."""
+    from jax._src.lib import _jax
+    text = lowered.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=False)
+    return _jax.mlir.mlir_module_to_xla_computation(
+        text, use_tuple_args=lowered._lowering.compile_args["tuple_args"])
+
+
 def serialized_text(serialized: bytes) -> str:
     """`hlo_text` of a serialized `HloModuleProto`."""
     from jax._src.lib import xla_client

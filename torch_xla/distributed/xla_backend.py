@@ -117,11 +117,18 @@ class ProcessGroupXla(dist.ProcessGroup):
         return t if self._local() else xm.all_gather(t, dim=dim, groups=self._groups())
 
     def allgather(self, output_tensors, input_tensors, opts=c10d.AllgatherOptions()):
+        if len(output_tensors) != len(input_tensors):
+            raise RuntimeError("ProcessGroupXla::allgather: requires input/output tensor lists "
+                               "to have the same length")
+        for i, outputs in enumerate(output_tensors):
+            if len(outputs) != self.size():
+                raise RuntimeError(f"ProcessGroupXla::allgather: invalid output tensor list at index "
+                                   f"{i} (expected length {self.size()}, got {len(outputs)})")
         for outputs, t in zip(output_tensors, input_tensors):
             gathered = self._gather(t.unsqueeze(0))
             with torch.no_grad():
-                for k, out in enumerate(outputs):
-                    out.copy_(gathered[k])
+                for out, block in zip(outputs, gathered.unbind(0)):
+                    out.copy_(block)
         return _done(output_tensors)
 
     def allgather_coalesced(self, output_lists, input_tensors, opts=c10d.AllgatherOptions()):

@@ -72,6 +72,27 @@ def _body(call):
     return body
 
 
+def _global_shape(block_shape, world):
+    """The shape of the global array whose `world` blocks, one per replica, have
+    `block_shape` (a replica's scalar is a block of one)."""
+    block_shape = tuple(block_shape) or (1,)
+    return (world * block_shape[0],) + block_shape[1:]
+
+
+def lowered(call):
+    """jax's `Lowered` of the replicated program `call` as the replicas run it (each
+    argument a global array of every replica's blocks), not compiled and not run."""
+    mesh = _mesh()
+    sharding = NamedSharding(mesh, PartitionSpec(AXIS))
+    donated, kept, protos = call.args
+    world = mesh.devices.size
+    leaves = [jax.ShapeDtypeStruct(_global_shape(a.shape, world), a.dtype, sharding=sharding)
+              for a in donated + kept]
+    scalars = [jax.ShapeDtypeStruct((world,), np.array([v]).dtype, sharding=sharding)
+               for v in protos]
+    return runner.lower(_body(call), (leaves, scalars), runner.OverReplicas(mesh, AXIS))
+
+
 def _global_args(per_replica, mesh):
     """Global arrays (leaves, scalars) from each local replica's (donated, kept, scalars)."""
     sharding = NamedSharding(mesh, PartitionSpec(AXIS))
@@ -80,8 +101,8 @@ def _global_args(per_replica, mesh):
     leaves = []
     for blocks in zip(*[a[0] + a[1] for a in per_replica]):
         blocks = [b.reshape((1,)) if b.ndim == 0 else b for b in blocks]
-        shape = (world * blocks[0].shape[0],) + tuple(blocks[0].shape[1:])
-        leaves.append(jax.make_array_from_single_device_arrays(shape, sharding, blocks))
+        leaves.append(jax.make_array_from_single_device_arrays(
+            _global_shape(blocks[0].shape, world), sharding, blocks))
     scalars = []
     for values in zip(*[a[2] for a in per_replica]):
         blocks = [jax.device_put(np.array([v]), d) for v, d in zip(values, devices)]
