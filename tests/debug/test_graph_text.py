@@ -90,14 +90,18 @@ def test_hlo_names_each_instruction_after_its_opcode(dev):
     assert re.search(r"%maximum\.\d+ = ", hlo) and "%max." not in hlo, hlo
 
 
-def test_hlo_of_a_pending_collective_is_the_replicas_program(dev):
+def test_hlo_of_a_pending_collective_is_the_replicas_program(dev, monkeypatch):
     t = xm.all_reduce(xm.REDUCE_SUM, torch.arange(2, device=dev) + 1)
     before = compiles()
     hlo = XLAC._get_xla_tensors_hlo([t])
     assert re.search(r"%all-reduce\.\d+ = s64\[2\]\{0\} all-reduce\(", hlo), hlo
     assert "stablehlo.all_reduce" in xm.get_stablehlo([t])
     assert compiles() == before
+    # after XLA's optimizations: the very program the sync then runs, compiled once
+    monkeypatch.setenv("XLA_DUMP_POST_OPTIMIZATIONS", "1")
+    assert " all-reduce(" in XLAC._get_xla_tensors_hlo([t])
     assert t.tolist() == [1, 2]  # one replica here
+    assert compiles() == before + 1
 
 
 def test_hlo_of_a_tensor_holding_a_buffer_returns_its_parameter(dev):

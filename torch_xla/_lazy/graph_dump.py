@@ -232,8 +232,22 @@ def walk_lowered(w):
     if pjrt.is_spmd():
         return spmd_program.lowered(w)
     if w.collective:
-        return replicated.lowered(replicated.Call(w.key, w.program.run_traced, w.args, ()))
+        return replicated.lowered(_replicated_call(w))
     return runner.lower(w.program.run_packed, w.call_args)
+
+
+def _walk_compiled(w):
+    """The compiled program walk `w` runs as (compiled now, and cached, if new)."""
+    if pjrt.is_spmd():
+        return spmd_program.compiled(w)
+    if w.collective:
+        return replicated.compiled(_replicated_call(w))
+    return graph_program.program_for(w)
+
+
+def _replicated_call(w):
+    """A replica's part of walk `w`'s program (`w` holds a collective), as it runs."""
+    return replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
 
 
 def walk_scalars(w):
@@ -267,8 +281,7 @@ def walk_program_text(w, dialect: str = "stablehlo") -> str:
     the very program the sync runs (compiled now, and cached, if new)."""
     if dialect == "hlo":
         if os.environ.get("XLA_DUMP_POST_OPTIMIZATIONS", "0").lower() in ("1", "true"):
-            program = spmd_program.compiled(w) if pjrt.is_spmd() else graph_program.program_for(w)
-            return program.compiled.as_text()
+            return _walk_compiled(w).compiled.as_text()
         return hlo_text(walk_lowered(w))
     symbolic = _symbolic_args(w)
     if symbolic is not None:

@@ -79,10 +79,8 @@ def _global_shape(block_shape, world):
     return (world * block_shape[0],) + block_shape[1:]
 
 
-def lowered(call):
-    """jax's `Lowered` of the replicated program `call` as the replicas run it (each
-    argument a global array of every replica's blocks), not compiled and not run."""
-    mesh = _mesh()
+def _global_avals(call, mesh):
+    """The avals of the global arguments (leaves, scalars) of `call`'s program on `mesh`."""
     sharding = NamedSharding(mesh, PartitionSpec(AXIS))
     donated, kept, protos = call.args
     world = mesh.devices.size
@@ -90,7 +88,30 @@ def lowered(call):
               for a in donated + kept]
     scalars = [jax.ShapeDtypeStruct((world,), np.array([v]).dtype, sharding=sharding)
                for v in protos]
-    return runner.lower(_body(call), (leaves, scalars), runner.OverReplicas(mesh, AXIS))
+    return leaves, scalars
+
+
+def lowered(call):
+    """jax's `Lowered` of the replicated program `call` as the replicas run it (each
+    argument a global array of every replica's blocks), not compiled and not run."""
+    mesh = _mesh()
+    return runner.lower(_body(call), _global_avals(call, mesh), runner.OverReplicas(mesh, AXIS))
+
+
+def compiled(call):
+    """The program the replicas run for `call` (compiled now, and cached, if new), not run."""
+    mesh = _mesh()
+    return _program(call, _global_avals(call, mesh), mesh)
+
+
+def _program(call, global_args, mesh):
+    """The cached program of `call` over `mesh`, compiled for `global_args` if new."""
+    placement = runner.OverReplicas(mesh, AXIS)
+    program = runner.lookup(call.key, placement)
+    if program is None:
+        program = runner.compile(_body(call), global_args, placement, key=call.key,
+                                 explain=call.explain)
+    return program
 
 
 def _global_args(per_replica, mesh):
@@ -152,11 +173,7 @@ def _run(call, per_replica):
     """Runs the SPMD program of `call`; returns each local replica's outputs."""
     mesh = _mesh()
     global_args = _global_args(per_replica, mesh)
-    placement = runner.OverReplicas(mesh, AXIS)
-    program = runner.lookup(call.key, placement)
-    if program is None:
-        program = runner.compile(_body(call), global_args, placement, key=call.key,
-                                 explain=call.explain)
+    program = _program(call, global_args, mesh)
     counters.count("ExecuteReplicated")
     with counters.timed("ExecuteReplicatedTime"):
         if pjrt.process_count() > 1:
