@@ -97,10 +97,11 @@ def save_sync(w, device: int) -> None:
 
 
 def save_output_shardings(values, device: int) -> None:
-    """In the `hlo` format, after an SPMD program ran: each output's shape and sharding."""
+    """In the `hlo` format, after an SPMD program ran: each output's shape (no layout, as
+    XLA's `Shape::ToString` writes it) and sharding."""
     if _format() != "hlo" or not pjrt.is_spmd():
         return
-    rows = "".join(f"{hlo_shape(v.shape, v.dtype, layout=True)} "
+    rows = "".join(f"{hlo_shape(v.shape, v.dtype)} "
                    f"{spmd.describe(v.data.sharding, len(v.shape)) if v.data is not None else '{unknown}'}\n"
                    for v in values)
     _append(device, f"\n#OUTPUT_SHARDING_BEGIN\n\n{rows}\n#OUTPUT_SHARDING_END\n\n")

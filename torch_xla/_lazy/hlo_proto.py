@@ -129,14 +129,43 @@ def hlo_text(hlo_module) -> str:
 
 
 def computation(lowered):
-    """jaxlib's `XlaComputation` of jax's `Lowered`, its instructions named as XLA names
-    those of a builder (`%multiply.3`, `%all-reduce.5`, parameters `%Arg_0.1`): converted
-    from the StableHLO without its locations, from which jax's own conversion names them
-    after jax's primitives and argument paths (`%mul.3`, `%psum.5`, `%kept_0_.1`)."""
+    """jaxlib's `XlaComputation` of `lowered_module(lowered)`."""
+    from jax._src.lib import xla_client
+    return xla_client.XlaComputation(lowered_module(lowered).SerializeToString(deterministic=True))
+
+
+def lowered_module(lowered):
+    """The `HloModuleProto` message of jax's `Lowered` as torch_xla's builder would print it:
+    instructions named as XLA names those of a builder (`%multiply.3`, `%all-reduce.5`,
+    parameters `%Arg_0.1`), shardings with their devices listed (`devices=[2,2]0,1,2,3`, as
+    `_get_xla_sharding_spec` writes them). jax's own conversion names instructions after
+    jax's primitives and argument paths (`%mul.3`, `%psum.5`, `%kept_0_.1`), from the
+    StableHLO's locations (left out here), and writes tilings in XLA's iota form
+    (`devices=[2,2]<=[4]`)."""
     from jax._src.lib import _jax
     text = lowered.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=False)
-    return _jax.mlir.mlir_module_to_xla_computation(
+    converted = _jax.mlir.mlir_module_to_xla_computation(
         text, use_tuple_args=lowered._lowering.compile_args["tuple_args"])
+    message = module(converted.as_serialized_hlo_module_proto())
+    for c in message.computations:
+        for instruction in c.instructions:
+            if instruction.HasField("sharding"):
+                _list_devices(instruction.sharding)
+    return message
+
+
+def _list_devices(sharding) -> None:
+    """Writes `sharding`'s (an OpSharding's) iota tile assignment out as its device list."""
+    import numpy as np
+    for element in sharding.tuple_shardings:
+        _list_devices(element)
+    dims = list(sharding.iota_reshape_dims)
+    if dims:
+        perm = list(sharding.iota_transpose_perm) or list(range(len(dims)))
+        devices = np.arange(int(np.prod(dims))).reshape(dims).transpose(perm).ravel()
+        sharding.ClearField("iota_reshape_dims")
+        sharding.ClearField("iota_transpose_perm")
+        sharding.tile_assignment_devices.extend(devices.tolist())
 
 
 def serialized_text(serialized: bytes) -> str:

@@ -58,7 +58,7 @@ class LoweringContext:
         if w is None:
             raise ValueError("LoweringContext.build() needs at least one XLA tensor")
         lowered = graph_dump.walk_lowered(w)
-        module = hlo_proto.module(hlo_proto.computation(lowered).as_serialized_hlo_module_proto())
+        module = hlo_proto.lowered_module(lowered)
         module.name = self._name
         flat = [_Parameter(w.device, value=v) for v in w.leaves]
         flat += [_Parameter(w.device, scalar=s) for s in jax.tree.leaves(graph_dump.walk_scalars(w))]
