@@ -13,6 +13,7 @@ import mmap
 import os
 
 import jaxlib
+import numpy as np
 
 _LEN, _VARINT = 2, 0
 # FileDescriptorProto's fields and their wire types: a descriptor's bytes end where the
@@ -156,7 +157,6 @@ def lowered_module(lowered):
 
 def _list_devices(sharding) -> None:
     """Writes `sharding`'s (an OpSharding's) iota tile assignment out as its device list."""
-    import numpy as np
     for element in sharding.tuple_shardings:
         _list_devices(element)
     dims = list(sharding.iota_reshape_dims)
