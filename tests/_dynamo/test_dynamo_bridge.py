@@ -361,11 +361,27 @@ def test_cpu_tensors_in_a_compiled_graph_follow_each_ops_device_rules(dev):
     xt, index, cpu = torch.rand(5).to(dev), torch.tensor([4, 0, 2]), torch.arange(3)
     lazy = count("DynamoLazyGraph")
     assert_same(torch.compile(lambda a, i: a[i], backend="openxla")(xt, index), xt.cpu()[index])
-    assert_same(torch.compile(lambda t: torch.stack([t]), backend="openxla")(cpu), torch.stack([cpu]),
-                device="cpu")  # a CPU function stays on the CPU
+    with pytest.warns(UserWarning, match=r"Found tensor with shape torch.Size\(\[3\]\) on cpu"):
+        assert_same(torch.compile(lambda t: torch.stack([t]), backend="openxla")(cpu),
+                    torch.stack([cpu]), device="cpu")  # a CPU function stays on the CPU
     with pytest.raises(RuntimeError, match="same device"):
         torch.compile(lambda a, t: a + t, backend="openxla")(xt[:3], cpu)
     assert count("DynamoLazyGraph") > lazy
+
+
+def test_a_graph_of_cpu_tensors_warns_and_runs_on_the_cpu_without_xla(dev):
+    model = nn.Sequential(nn.Linear(6, 4), nn.ReLU())
+    x = torch.randn(5, 6)
+    met.clear_all()
+    with pytest.warns(UserWarning) as caught:
+        out = torch.compile(model, backend="openxla")(x)
+    shapes = {str(w.message).split(" on ")[0] for w in caught if "Found tensor" in str(w.message)}
+    assert shapes == {f"Found tensor with shape {s}" for s in
+                      (torch.Size([5, 6]), torch.Size([4, 6]), torch.Size([4]))}, shapes
+    assert out.device.type == "cpu"
+    assert_same(out, model(x), device="cpu")
+    # nothing lowered, compiled or run by XLA: no op counted, the graph handed over only
+    assert met.counter_names() == ["DynamoExtractCompiledGraph"], met.counter_names()
 
 
 def test_a_compiled_graph_counts_its_ops_once_when_traced(dev):

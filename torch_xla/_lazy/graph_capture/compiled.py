@@ -22,6 +22,7 @@ be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, count
 found in the cache of identical graphs: `CachedCompile`), runs as `DynamoExecute`.
 """
 import collections
+import warnings
 import weakref
 
 import jax.numpy as jnp
@@ -51,7 +52,11 @@ _FUSED_OPS = 16
 def compile_graph(gm: torch.fx.GraphModule, args) -> "CompiledGraph":
     """The compiled form of a dynamo graph: an ATen graph from AOTAutograd as it is, a graph
     of torch-level calls (`openxla_eval`) traced to ATen first. Gradients through a graph of
-    torch-level calls need PyTorch's autograd: such a graph runs on the lazy path."""
+    torch-level calls need PyTorch's autograd: such a graph runs on the lazy path. A graph
+    given no XLA tensor but CPU ones (dynamo guards the devices: it always will be) is not
+    lowered: it runs on the CPU, as eager PyTorch would run it."""
+    if _has_cpu_tensors(args) and not _has_xla_tensors(args):
+        return CompiledGraph(gm, lazy="its inputs are on the CPU")
     if decompose.is_aten_graph(gm):
         return CompiledGraph(gm)
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
@@ -98,6 +103,7 @@ class CompiledGraph:
         self._symbolic = decompose.is_symbolic(gm)
         self._plans = {}    # concrete sizes (symbolic graphs) -> _Plan
         self._plan = None   # the plan of a graph with fixed sizes
+        self._warned = False  # of its CPU tensors (once)
         if not self._symbolic and lazy is None:
             self._plan = self._make_plan(decompose.decompose, gm)
 
@@ -116,7 +122,11 @@ class CompiledGraph:
         if _has_cpu_tensors(args):
             # PyTorch's rules for tensors of two devices are each op's (an index tensor may
             # stay on the CPU, a CPU-only op runs there, others raise): the lazy path keeps them
-            counters.count("DynamoLazyGraph")
+            if not self._warned:
+                self._warned = True
+                _warn_of_cpu_tensors(args)
+            if _has_xla_tensors(args):
+                counters.count("DynamoLazyGraph")
             return self.gm(*args)
         if self._symbolic:
             key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
@@ -449,6 +459,18 @@ def _has_cpu_tensors(args) -> bool:
     CPU."""
     return any(isinstance(a, torch.Tensor) and type(a) is not XLATensor and a.device.type == "cpu"
                and a.dim() > 0 for a in args)
+
+
+def _has_xla_tensors(args) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.device.type == "xla" for a in args)
+
+
+def _warn_of_cpu_tensors(args) -> None:
+    """torch_xla's warning of each tensor argument not on an XLA device, but CPU scalars."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.device.type != "xla" and a.dim() > 0:
+            warnings.warn(f"Found tensor with shape {a.size()} on {a.device}. Please move all "
+                          "tensors to xla device to execute on XLA device.", stacklevel=3)
 
 
 def _count_ops(gm) -> None:
