@@ -3,6 +3,7 @@ tests/distributed/_spmd_main.py, run in a subprocess with CPU_NUM_DEVICES=8 (SPM
 for a whole process; this one has 1 device and stays out of it), a fresh one after a
 failure, so that each failure is reported as itself (`_check_runner`)."""
 import os
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -52,3 +53,19 @@ def test_a_process_killed_in_an_async_save_leaves_the_last_checkpoint_to_restore
     assert sorted(os.listdir(tmp_path)) == ["0", "1", "expected.pt"]
     restored = python("-m", "tests.distributed._spmd_ckpt_kill", "restore", tmp_path, env=env)
     assert restored.stdout.split() == ["restored"], restored.stdout[-2000:] + restored.stderr[-4000:]
+
+
+def test_hybrid_mesh_places_a_tpu_slices_devices_by_their_torus_coordinates():
+    """On a runtime whose devices are TPU chips of two slices (attributes as PJRT gives them,
+    listed out of order), each slice's devices fill its ICI block by their coordinates (the
+    mesh's last axis along x), as jax's mesh_utils lays out a TPU torus, slice 0 first."""
+    coords = [(0, 0), (1, 0), (0, 1), (1, 1)]
+    ordinals = [[5, 2, 7, 0], [3, 6, 1, 4]]  # each slice's chips, in the order of `coords`
+    attributes = [{"name": f"TPU:{ordinals[s][i]}", "coords": [x, y, 0], "core_on_chip": 0,
+                   "slice_index": s} for s in (1, 0) for i, (x, y) in enumerate(coords)]
+    with mock.patch("torch_xla.runtime.global_runtime_device_attributes", return_value=attributes), \
+            mock.patch("torch_xla.runtime.global_runtime_device_count", return_value=8):
+        hybrid = xs.HybridMesh(ici_mesh_shape=(2, 2), dcn_mesh_shape=(2, 1))
+    at = {(s, x, y): ordinals[s][i] for s in (0, 1) for i, (x, y) in enumerate(coords)}
+    assert hybrid.get_logical_mesh().tolist() == [[at[row // 2, col, row % 2] for col in (0, 1)]
+                                                 for row in range(4)]

@@ -325,16 +325,33 @@ def from_tile_assignment(tile_assignment, group_assignment, replication_groups, 
                      f"(REPLICATED={REPLICATED}, TILED={TILED} and PARTIAL={PARTIAL} have)")
 
 
-def hybrid_device_ids(ici_shape, dcn_shape):
-    """Device ids of a mesh of shape ici * dcn whose dcn axes run across slices (across
-    processes where the devices are of one slice, or have none: CPU and GPU hosts), in
-    jax's performant order."""
+class _DescribedDevice:
+    """A device as the runtime's attributes describe it (`device_info.device_attributes`),
+    with the fields jax's mesh_utils reads of a device: its place in a TPU slice's torus
+    (`coords`, `core_on_chip`), its slice and process."""
+
+    def __init__(self, attributes: dict):
+        kind, _, ordinal = attributes["name"].partition(":")
+        self.id = int(ordinal)
+        self.platform = {"TPU": "tpu", "CUDA": "gpu", "GPU": "gpu", "ROCM": "gpu"}.get(kind, kind.lower())
+        self.device_kind = attributes.get("device_kind", "")
+        self.process_index = attributes.get("process_index", 0)
+        for name in ("coords", "core_on_chip", "slice_index"):
+            if name in attributes:
+                setattr(self, name, attributes[name])
+
+
+def hybrid_device_ids(ici_shape, dcn_shape, attributes):
+    """Device ids of a mesh of shape ici * dcn over the devices `attributes` describe (the
+    runtime's), whose dcn axes run across slices (across processes where the devices are of
+    one slice, or have none: CPU and GPU hosts), in the order jax's mesh_utils gives: a
+    TPU slice's devices placed by their torus coordinates."""
     from jax.experimental import mesh_utils
-    devices = list(pjrt.global_devices())
+    devices = sorted((_DescribedDevice(a) for a in attributes), key=lambda d: d.id)
     if int(np.prod(dcn_shape)) == 1:
         grid = mesh_utils.create_device_mesh(tuple(ici_shape), devices=devices)
     else:
         grid = mesh_utils.create_hybrid_device_mesh(
             tuple(ici_shape), tuple(dcn_shape), devices=devices,
             process_is_granule=len({getattr(d, "slice_index", 0) for d in devices}) == 1)
-    return [device_index(d) for d in grid.flat]
+    return [d.id for d in grid.flat]

@@ -149,7 +149,8 @@ class HybridMesh(Mesh):
         self.ici_mesh_shape = tuple(ici_mesh_shape)
         self.dcn_mesh_shape = tuple(dcn_mesh_shape)
         shape = tuple(i * d for i, d in zip(ici_mesh_shape, dcn_mesh_shape))
-        super().__init__(np.array(_spmd.hybrid_device_ids(ici_mesh_shape, dcn_mesh_shape)),
+        super().__init__(np.array(_spmd.hybrid_device_ids(
+            ici_mesh_shape, dcn_mesh_shape, xr.global_runtime_device_attributes())),
                          shape, axis_names)
 
 
