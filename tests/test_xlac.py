@@ -51,6 +51,9 @@ def test_tensor_debug_info_shows_shapes_ir_and_data(dev):
     assert "Data Shape: f32[4,2]" in info and "Data Device: CPU:0" in info
     pending = torch_xla._XLAC._get_xla_tensor_debug_info(x.to(torch.complex64) * 2)
     assert "XLA Shape: c64[4,2]" in pending and "XLAData: None" in pending and "aten.mul" in pending
+    # once an op has read its buffer, a tensor's IR is the node of that data, as torch_xla's
+    info = torch_xla._XLAC._get_xla_tensor_debug_info(x)
+    assert "IR: f32[4,2] xla::device_data, xla_shape=f32[4,2]{1,0}, device=CPU:0" in info
     assert torch_xla._XLAC._get_xla_tensor_debug_info(torch.ones(1)) == "Not a XLATensor\n"
 
 

@@ -286,39 +286,45 @@ def _set_allow_execution(allow: bool) -> None:
     _execution.allow_execution[0] = bool(allow)
 
 
-def _ir_text(node) -> str:
-    """A pending node as the debug info shows it: torch_xla's op name (`aten::add`), then the
-    node as the engine prints it; `None` for a computed value."""
-    if node is None:
+def _ir_text(v, data_device) -> str:
+    """A value's IR as the debug info shows it: a pending node as torch_xla names its op
+    (`aten::add`), then as the engine prints it; a buffer an op has read, or uploaded for a
+    use, as the `xla::device_data` node torch_xla then holds for it (on `data_device`);
+    else `None`."""
+    node = v.node
+    if node is not None:
+        name = _ir.ir_op_name(node.op.name)
+        return f"{name} {_ir.format_node(node)}" if name != node.op.name else _ir.format_node(node)
+    if not v.as_input or data_device is None:
         return "None"
-    name = _ir.ir_op_name(node.op.name)
-    return f"{name} {_ir.format_node(node)}" if name != node.op.name else _ir.format_node(node)
+    return (f"{_ir.hlo_shape(v.shape, v.dtype)} xla::device_data, "
+            f"xla_shape={_ir.hlo_shape(v.shape, v.dtype, layout=True)}, device={data_device}")
 
 
 def _get_xla_tensor_debug_info(t) -> str:
-    """What the engine holds for `t`: its id, device, shape, sharding, pending IR node and
-    device data, in torch_xla's layout (`XLA Shape: f32[4,2]`, `Data Shape: ...`)."""
+    """What the engine holds for `t`: its id, device, shape, sharding, IR and device data, in
+    torch_xla's layout (`XLA Shape: f32[4,2]`, `Data Shape: ...`)."""
     if t.device.type != "xla":
         return "Not a XLATensor\n"
     v = _tensor.unwrap(t)._value
     spec = _sharding.spec_text(t)
-    device = "SPMD:0" if _pjrt.is_spmd() else f"xla:{v.device}"  # the virtual device
-    lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: {device}",
-             f"XLA Shape: {_ir.hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
-             f"IR: {_ir_text(v.node)}"]
     host = _transfers.on_host(v)
+    where = None
     if host is not None or v.data is None:
-        lines.append("XLAData: None")
+        data = ["XLAData: None"]
     else:
         devices = v.data.sharding.device_set  # known after the buffer was donated too
         sharded = len(devices) > 1 or bool(spec)  # data laid out on the mesh, or an SPMD output
         where = "SPMD:0" if sharded else _device_info.real_name(next(iter(devices)))
-        lines += ["XLAShardedData: " if sharded else "XLAData: ", f"  Data Device: {where}",
-                  f"  Data Shape: {_ir.hlo_shape(v.shape, v.dtype)}"]
-        lines += [f"  OpSharding: {spec or '{replicated}'}", f"  NumShards: {len(devices)}"] if sharded else \
+        data = ["XLAShardedData: " if sharded else "XLAData: ", f"  Data Device: {where}",
+                f"  Data Shape: {_ir.hlo_shape(v.shape, v.dtype)}"]
+        data += [f"  OpSharding: {spec or '{replicated}'}", f"  NumShards: {len(devices)}"] if sharded else \
             [f"  Data Handle: {'Deleted' if v.data.is_deleted() else v.data.unsafe_buffer_pointer()}"]
-    lines += [f"Tensor on host: {'None' if host is None else f'with size {list(host.shape)}'}",
-              "}"]
+    device = "SPMD:0" if _pjrt.is_spmd() else f"xla:{v.device}"  # the virtual device
+    lines = ["XLATensor {", f"TensorID: {_xla_get_tensor_id(t)}", f"Device: {device}",
+             f"XLA Shape: {_ir.hlo_shape(v.shape, v.dtype)}", f"ShardingSpec: {spec or 'None'}",
+             f"IR: {_ir_text(v, where)}", *data,
+             f"Tensor on host: {'None' if host is None else f'with size {list(host.shape)}'}", "}"]
     return "\n".join(lines) + "\n"
 
 

@@ -171,11 +171,13 @@ def data_stays_on_the_host_until_used_or_laid_out():
     assert met.counter_value("TransferToDevice") == 1
     assert met.metric_data("OutboundData")[1] == cpu.nelement() * cpu.element_size()  # shards
     assert "Tensor on host: None" in info(t) and "NumShards: %d" % N in info(t)
+    assert "IR: f32[8,16] xla::device_data, xla_shape=f32[8,16]{1,0}, device=SPMD:0" in info(t)
     for shard in xs.wrap_as_sharded_tensor(t).local_shards:
         assert torch.equal(shard.data, expected[tuple(shard.indices)])
     u = torch.arange(6.).to('xla')
     assert torch.equal((u * 2).cpu(), torch.arange(6.) * 2)  # used: uploaded
     assert met.counter_value("TransferToDevice") == 2 and "Tensor on host: None" in info(u)
+    assert "xla::device_data" in info(u)  # uploaded for its use
     w = torch.ones(3).to('xla')
     torch_xla.sync()
     assert "Tensor on host: None" in info(w) and met.counter_value("TransferToDevice") == 3

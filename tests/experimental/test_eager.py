@@ -27,7 +27,7 @@ def _samples(name):
 
 
 def _computed(t):
-    return "IR: None" in torch_xla._XLAC._get_xla_tensor_debug_info(t)
+    return "XLAData: None" not in torch_xla._XLAC._get_xla_tensor_debug_info(t)
 
 
 def test_the_setting_and_its_context():

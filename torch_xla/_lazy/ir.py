@@ -139,6 +139,7 @@ class Node:
             else:
                 h = hash((h, v.key))
                 c = v.checks
+                v.as_input = True
             if c and c is not checks:
                 checks = c if not checks or checks <= c else checks if c <= checks else checks | c
         self.hash = h
@@ -156,7 +157,7 @@ class Value:
     """`error` is set only on a value whose program failed (then it has neither a node nor
     data): using it raises `failure()`."""
     __slots__ = ("node", "index", "data", "shape", "dtype", "device", "key", "error", "sharding",
-                 "checks", "debug", "__weakref__")
+                 "checks", "debug", "as_input", "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None, key=None):
         self.node = node
@@ -170,6 +171,9 @@ class Value:
         self.sharding = None  # under SPMD: the jax Sharding given or propagated (`_lazy/spmd/layout`)
         self.checks = NO_CHECKS  # once computed: the checks of its ops not yet passed
         self.debug = debug_info() if IR_DEBUG[0] and node is None else None
+        # a buffer some node has read (torch_xla then holds an `xla::device_data` IR node
+        # for it, which its debug info shows)
+        self.as_input = False
 
     @property
     def pending(self) -> bool:
