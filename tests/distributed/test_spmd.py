@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import torch_xla.debug.metrics as met
 import torch_xla.distributed.spmd as xs
 from tests.distributed import _check_runner, _spmd_main
 from tests.fresh_process import python
@@ -69,3 +70,14 @@ def test_hybrid_mesh_places_a_tpu_slices_devices_by_their_torus_coordinates():
     at = {(s, x, y): ordinals[s][i] for s in (0, 1) for i, (x, y) in enumerate(coords)}
     assert hybrid.get_logical_mesh().tolist() == [[at[row // 2, col, row % 2] for col in (0, 1)]
                                                  for row in range(4)]
+
+
+def test_a_meshs_shardings_are_made_once_per_partition_spec():
+    met.clear_all()
+    mesh = xs.Mesh(np.arange(1), (1, 1), ('a', 'b'))
+    mesh.get_op_sharding((0, 1))
+    assert met.counter_value("CreateOpSharding") == 1
+    xs.Mesh(np.arange(1), (1, 1), ('a', 'b')).get_op_sharding(('a', 'b'))  # the same layout
+    assert met.counter_value("CreateOpSharding") == 1
+    mesh.get_op_sharding((0, None))
+    assert met.counter_value("CreateOpSharding") == 2

@@ -27,7 +27,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
-from .. import pjrt, runner
+from .. import counters, pjrt, runner
 
 # torch_xla's OpSharding types (XLA's OpSharding.Type numbers)
 REPLICATED, MAXIMAL, TILED, PARTIAL = 0, 1, 3, 5
@@ -65,6 +65,14 @@ def mesh(device_ids: tuple, shape: tuple, axis_names: tuple) -> Mesh:
 def sharding(jax_mesh: Mesh, spec: tuple) -> NamedSharding:
     """`spec` (one entry per tensor dim: an axis name, a tuple of names, or None) on `jax_mesh`."""
     return NamedSharding(jax_mesh, PartitionSpec(*spec))
+
+
+@functools.lru_cache(maxsize=None)
+def mesh_sharding(device_ids: tuple, shape: tuple, axis_names: tuple, spec: tuple) -> NamedSharding:
+    """`spec` on the mesh of `device_ids`, made once per mesh and spec, as torch_xla caches
+    a mesh's OpShardings (each one made counts CreateOpSharding)."""
+    counters.count("CreateOpSharding")
+    return sharding(mesh(device_ids, shape, axis_names), spec)
 
 
 def mesh_of(s) -> Mesh:

@@ -114,7 +114,8 @@ class Mesh:
         return tuple(out)
 
     def _sharding(self, partition_spec):
-        return _spmd.sharding(self.get_jax_mesh(), self._jax_spec(partition_spec))
+        return _spmd.mesh_sharding(tuple(int(i) for i in self.device_ids), self.mesh_shape,
+                                   self._jax_axis_names(), self._jax_spec(partition_spec))
 
     def get_op_sharding(self, partition_spec: PartitionSpec) -> "_op_sharding.OpSharding":
         """The OpSharding of `partition_spec` over this mesh (what `_xla_mark_sharding`
