@@ -39,7 +39,8 @@ class HostValue(Value):
     def data(self, data):
         _DATA.__set__(self, data)
         if data is not None:
-            self.as_input = self.as_input or self.host is not None  # uploaded for a use
+            if self.host is not None:
+                self.as_input = True  # uploaded for a use
             self.host = None
 
     @property

@@ -80,10 +80,13 @@ class Mesh:
         return self.axis_names if self.axis_names is not None else tuple(
             str(i) for i in range(len(self.mesh_shape)))
 
+    def _jax_mesh_args(self) -> tuple:
+        """(device ids, shape, axis names): the jax mesh this mesh is, as `_spmd` takes it."""
+        return tuple(int(i) for i in self.device_ids), self.mesh_shape, self._jax_axis_names()
+
     def get_jax_mesh(self):
         """The jax `Mesh` of the same devices in the same order."""
-        return _spmd.mesh(tuple(int(i) for i in self.device_ids), self.mesh_shape,
-                          self._jax_axis_names())
+        return _spmd.mesh(*self._jax_mesh_args())
 
     def _axis(self, p):
         if type(p) is int:
@@ -114,8 +117,7 @@ class Mesh:
         return tuple(out)
 
     def _sharding(self, partition_spec):
-        return _spmd.mesh_sharding(tuple(int(i) for i in self.device_ids), self.mesh_shape,
-                                   self._jax_axis_names(), self._jax_spec(partition_spec))
+        return _spmd.mesh_sharding(*self._jax_mesh_args(), self._jax_spec(partition_spec))
 
     def get_op_sharding(self, partition_spec: PartitionSpec) -> "_op_sharding.OpSharding":
         """The OpSharding of `partition_spec` over this mesh (what `_xla_mark_sharding`
