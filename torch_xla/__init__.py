@@ -13,6 +13,11 @@ import jax as _jax  # noqa: E402,F401
 if _skip_mds_query is None:
     _os.environ.pop("TPU_SKIP_MDS_QUERY", None)
 
+import torch as _torch  # noqa: E402
+from . import version as _version  # noqa: E402
+_version.warn_if_untested("torch", _torch.__version__)
+_version.warn_if_untested("jax", _jax.__version__)
+
 from . import _lazy  # noqa: F401,E402  (installs the device)
 from .amp import autocast_mode as _autocast_mode
 from .version import __version__  # noqa: F401

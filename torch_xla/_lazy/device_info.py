@@ -5,7 +5,7 @@ import os
 
 import jax
 
-from . import pjrt
+from . import jax_compat, pjrt
 
 
 def default_device() -> str:
@@ -83,5 +83,4 @@ def memory_info(device: str) -> dict:
 
 def is_initialized() -> bool:
     """Whether the runtime (jax's PJRT backends) has started in this process."""
-    from jax._src import xla_bridge
-    return xla_bridge.backends_are_initialized()
+    return jax_compat.backends_are_initialized()

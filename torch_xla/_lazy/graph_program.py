@@ -24,9 +24,8 @@ import struct
 
 import numpy as np
 import torch
-from jax._src.lax.lax import _convert_element_type
 
-from . import compile_explanation, counters, program_store, runner, scalar_arrays
+from . import compile_explanation, counters, jax_compat, program_store, runner, scalar_arrays
 from .ir import In, Node, fill_template, node_type
 from .lowering import composite, precision
 from .lowering.replay import call_lowering
@@ -167,7 +166,7 @@ class Program(runner.Executable):
     def run_packed(self, donated, kept, packed):
         """The program on its scalar parameters, each made weakly typed (bools are not, nor
         float32 ones: float32 tensors are all they meet)."""
-        values = [a if t is bool or d is _F32 else _convert_element_type(a, d, weak_type=True)
+        values = [a if t is bool or d is _F32 else jax_compat.convert_weak(a, d)
                   for a, t, d in zip(packed, self.slot_types, self.slot_dtypes)]
         return self.run_traced(donated, kept, [values[n] for n in self.slots])
 

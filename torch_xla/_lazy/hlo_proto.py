@@ -12,8 +12,11 @@ import importlib
 import mmap
 import os
 
+import jax
 import jaxlib
 import numpy as np
+
+from . import jax_compat
 
 _LEN, _VARINT = 2, 0
 # FileDescriptorProto's fields and their wire types: a descriptor's bytes end where the
@@ -121,8 +124,7 @@ def json(message) -> str:
 def hlo_text(hlo_module) -> str:
     """The text of jaxlib's `HloModule` as XLA's `HloModule::ToString` prints it for
     torch_xla: names with `%`, each operand with its shape (`sine(f32[4,4]{1,0} %x)`)."""
-    from jax._src.lib import hlo
-    options = hlo.HloPrintOptions()
+    options = jax_compat.hlo_print_options()
     options.print_operand_shape = True
     options.print_percent = True
     options.print_metadata = False
@@ -131,8 +133,7 @@ def hlo_text(hlo_module) -> str:
 
 def computation(lowered):
     """jaxlib's `XlaComputation` of `lowered_module(lowered)`."""
-    from jax._src.lib import xla_client
-    return xla_client.XlaComputation(lowered_module(lowered).SerializeToString(deterministic=True))
+    return jax_compat.XlaComputation(lowered_module(lowered).SerializeToString(deterministic=True))
 
 
 def lowered_module(lowered):
@@ -143,10 +144,8 @@ def lowered_module(lowered):
     jax's primitives and argument paths (`%mul.3`, `%psum.5`, `%kept_0_.1`), from the
     StableHLO's locations (left out here), and writes tilings in XLA's iota form
     (`devices=[2,2]<=[4]`)."""
-    from jax._src.lib import _jax
     text = lowered.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=False)
-    converted = _jax.mlir.mlir_module_to_xla_computation(
-        text, use_tuple_args=lowered._lowering.compile_args["tuple_args"])
+    converted = jax_compat.stablehlo_to_xla_computation(text, jax_compat.lowered_tuple_args(lowered))
     message = module(converted.as_serialized_hlo_module_proto())
     for c in message.computations:
         for instruction in c.instructions:
@@ -170,41 +169,24 @@ def _list_devices(sharding) -> None:
 
 def serialized_text(serialized: bytes) -> str:
     """`hlo_text` of a serialized `HloModuleProto`."""
-    from jax._src.lib import xla_client
-    return hlo_text(xla_client.XlaComputation(serialized).get_hlo_module())
+    return hlo_text(jax_compat.XlaComputation(serialized).get_hlo_module())
 
 
 def _avals(shape) -> tuple:
     """The jax avals of jaxlib's `Shape`: one, or one per element of a tuple shape."""
-    from jax._src import core
     if shape.is_tuple():
         return tuple(a for s in shape.tuple_shapes() for a in _avals(s))
-    return (core.ShapedArray(tuple(shape.dimensions()), shape.numpy_dtype()),)
+    return (jax.core.ShapedArray(tuple(shape.dimensions()), shape.numpy_dtype()),)
 
 
 def exported(serialized: bytes, platform: str):
     """The serialized `HloModuleProto` as a `jax.export.Exported` for `platform`: its
     `call(*arrays)`, inside a jax function, inlines the module there (the entry
     computation's results flat: a tuple's elements, or the one result)."""
-    import jax
-    from jax._src.export import _export
-    from jax._src.interpreters import mlir
-    from jax._src.lib import _jax, xla_client
-    from jax._src.lib.mlir import ir
-    computation = xla_client.XlaComputation(serialized)
+    from jax.extend.mlir import hlo_to_stablehlo
+    computation = jax_compat.XlaComputation(serialized)
     program = computation.program_shape()
-    in_avals = tuple(a for p in program.parameter_shapes() for a in _avals(p))
-    out_avals = _avals(program.result_shape())
-    with mlir.make_ir_context():
-        body = _export._module_to_bytecode(ir.Module.parse(_jax.mlir.hlo_to_stablehlo(serialized)))
-    n_in, n_out = len(in_avals), len(out_avals)
-    return jax.export.Exported(
-        fun_name=computation.name(), in_tree=jax.tree.structure(((0,) * n_in, {})), in_avals=in_avals,
-        out_tree=jax.tree.structure((0,) * n_out), out_avals=out_avals,
-        _has_named_shardings=False, _in_named_shardings=(None,) * n_in,
-        _out_named_shardings=(None,) * n_out, in_shardings_hlo=(None,) * n_in,
-        out_shardings_hlo=(None,) * n_out, nr_devices=1, platforms=(platform,),
-        ordered_effects=(), unordered_effects=(), disabled_safety_checks=(),
-        mlir_module_serialized=body,
-        calling_convention_version=_export.minimum_supported_calling_convention_version,
-        module_kept_var_idx=tuple(range(n_in)), uses_global_constants=False, _get_vjp=None)
+    return jax_compat.exported_module(
+        hlo_to_stablehlo(serialized), fun_name=computation.name(),
+        in_avals=tuple(a for p in program.parameter_shapes() for a in _avals(p)),
+        out_avals=_avals(program.result_shape()), platform=platform)

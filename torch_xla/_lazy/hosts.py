@@ -16,12 +16,13 @@ hosts could never connect; gloo is given instead the address this host reaches t
 coordinator from.
 """
 import datetime
-import functools
 import os
 import socket
 import sys
 
 import jax
+
+from . import jax_compat
 
 _COORDINATOR_KEY = "torch_xla/coordinator"
 
@@ -137,13 +138,9 @@ def _leave_at_once_on_error() -> None:
 def _use_gloo_at(address: str) -> None:
     """CPU collectives over gloo, listening at `address`: jax's CPU client made with gloo
     collectives given that address (jax's own choice is the host name's address)."""
-    from jax._src import distributed, xla_bridge
-    from jax._src.lib import _jax
-    collectives = _jax.make_gloo_tcp_collectives(distributed_client=distributed.global_state.client,
-                                                 hostname=address)
-    xla_bridge.register_backend_factory(
-        "cpu", functools.partial(xla_bridge.make_cpu_client, collectives=collectives),
-        priority=0, fail_quietly=False)
+    from jax.extend.backend import register_backend_factory
+    register_backend_factory("cpu", jax_compat.cpu_client_factory_with_gloo(address),
+                             priority=0, fail_quietly=False)
 
 
 _first_launches = [0]
@@ -165,7 +162,6 @@ def meet_before_first_launch() -> None:
     such a program sets up its collectives' connections (gloo's on the CPU), which fails
     when a peer comes more than 30 s later, as a process still compiling on a busy host
     does; a meeting here waits as long as joining may (TORCH_XLA_JOIN_TIMEOUT)."""
-    from jax._src import distributed
     _first_launches[0] += 1
-    distributed.global_state.client.wait_at_barrier(
+    jax_compat.distributed_client().wait_at_barrier(
         f"torch_xla_first_launch_{_first_launches[0]}", int(_join_timeout_s() * 1000))

@@ -21,9 +21,8 @@ from typing import Any, Optional
 import jax
 import torch
 from torch.utils import _pytree as pytree
-from jax._src import config as _jax_config
 
-from .._lazy import jax_functions
+from .._lazy import jax_compat, jax_functions
 from ._op_builder import (  # noqa: F401  (torch_xla's op builder API)
     Builder, Computation, ModuleComputation, Op, Shape, Type, XLA_PT_TYPE_MAP as _XLA_PT_TYPE_MAP,
     PT_XLA_TYPE_MAP as _PT_XLA_TYPE_MAP, create_builder, create_computation,
@@ -94,7 +93,7 @@ def call_jax_with_grad(jax_func, args: tuple[Any, ...], kwargs: Optional[dict[st
 
 
 def _callable(jax_func, override_hash, differentiable):
-    key = (override_hash or id(jax_func), _jax_config.trace_context(), differentiable)
+    key = (override_hash or id(jax_func), jax_compat.trace_context(), differentiable)
     callable_ = _JAX_TO_XLA_COMPUTATION_CACHE.get(key)
     if callable_ is None:
         callable_ = _JAX_TO_XLA_COMPUTATION_CACHE[key] = JaxCallable(jax_func, differentiable)

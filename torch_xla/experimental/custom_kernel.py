@@ -20,9 +20,9 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import torch
-from jax._src import config as _jax_config
 
 import torch_xla.runtime as xr
+from torch_xla._lazy import jax_compat
 from torch_xla.core import xla_builder as xb
 
 
@@ -34,11 +34,11 @@ def _interpreted(kernel):
 
     @functools.wraps(kernel)
     def interpreted(*args, **kwargs):
-        previous = _jax_config.pallas_tpu_interpret_mode_context_manager.swap_local(True)
+        previous = jax_compat.swap_pallas_interpret_mode(True)
         try:
             return kernel(*args, **kwargs)
         finally:
-            _jax_config.pallas_tpu_interpret_mode_context_manager.set_local(previous)
+            jax_compat.set_pallas_interpret_mode(previous)
     return interpreted
 
 

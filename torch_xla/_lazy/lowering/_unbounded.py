@@ -11,27 +11,29 @@ result, is then broadcast to the result by `stablehlo.dynamic_broadcast_in_dim` 
 result's shape computed at run time (torch_xla's lowering, which this text mirrors). Where
 the operands' shapes are the same, nothing changes.
 """
-from jax._src import core
+import jax
 from jax.extend.core import Primitive
-from jax._src.interpreters import mlir  # eval_dynamic_shape_as_tensor: the public module lacks it
-from jaxlib.mlir.dialects import stablehlo as hlo
+from jax.extend.mlir.dialects import stablehlo as hlo
+from jax.interpreters import mlir
+
+from .. import jax_compat
 
 
 def is_symbolic(shape) -> bool:
-    return not core.is_constant_shape(shape)
+    return not jax_compat.is_constant_shape(shape)
 
 
 def _dim(a, b):
-    if core.definitely_equal(a, b) or core.definitely_equal(b, 1):
+    if jax_compat.definitely_equal(a, b) or jax_compat.definitely_equal(b, 1):
         return a
-    if core.definitely_equal(a, 1):
+    if jax_compat.definitely_equal(a, 1):
         return b
     a_static, b_static = isinstance(a, int), isinstance(b, int)
     if a_static and b_static:
         raise ValueError(f"the sizes {a} and {b} do not broadcast")
     if a_static or b_static:
         return a if a_static else b
-    return core.max_dim(a, b)
+    return jax_compat.max_dim(a, b)
 
 
 def broadcast_shape(*shapes) -> tuple:
@@ -54,13 +56,13 @@ def broadcast_operands(*xs):
 
 
 _broadcast_p = Primitive("unbounded_broadcast_in_dim")
-_broadcast_p.def_abstract_eval(lambda x, *, shape, dims: core.ShapedArray(shape, x.dtype))
+_broadcast_p.def_abstract_eval(lambda x, *, shape, dims: jax.core.ShapedArray(shape, x.dtype))
 
 
 def _lower(ctx, x, *, shape, dims):
     aval_out, = ctx.avals_out
     result_type, = mlir.aval_to_ir_types(ctx.module_context, aval_out)
-    target = mlir.eval_dynamic_shape_as_tensor(ctx, aval_out.shape)
+    target = jax_compat.eval_dynamic_shape_as_tensor(ctx, aval_out.shape)
     return [hlo.dynamic_broadcast_in_dim(result_type, x, target, mlir.dense_int_array(dims))]
 
 

@@ -4,7 +4,7 @@ kernel the backend registered, or an annotation such as `annotate_device_placeme
 jax's public `jax.ffi.ffi_call` makes only typed-FFI calls (api_version 4, a dictionary
 backend config); torch_xla's `stablehlo_custom_call` takes any api version, a string
 backend config, side effects and frontend attributes, so the call is a primitive of its own
-whose MLIR lowering builds the op with jax's internal `custom_call` builder. Several
+whose MLIR lowering builds the op with jax's internal `custom_call` builder (jax_compat). Several
 results are one tuple-typed result and its elements, as torch_xla's custom calls are.
 
 A node of `CUSTOM_CALL` has template `(In(0), ...)` and static `target`, `results`
@@ -14,14 +14,13 @@ A node of `CUSTOM_CALL` has template `(In(0), ...)` and static `target`, `result
 import jax
 import numpy as np
 import torch
-from jax._src.interpreters import mlir as _mlir
-from jax._src.lib.mlir import ir
-from jax._src.lib.mlir.dialects import hlo
 from jax.extend.core import Primitive
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import mlir
 
 from . import Lowering
-from .. import pjrt
+from .. import jax_compat, pjrt
 
 _custom_call_p = Primitive("torch_xla_custom_call")
 _custom_call_p.multiple_results = True
@@ -40,7 +39,7 @@ def _lower(ctx, *operands, target, results, has_side_effect, backend_config, api
     if frontend_attributes:
         extra = {"mhlo.frontend_attributes": ir.DictAttr.get(
             {name: ir.StringAttr.get(value) for name, value in frontend_attributes})}
-    op = _mlir.custom_call(
+    op = jax_compat.custom_call(
         target, result_types=[ir.TupleType.get_tuple(types)] if len(types) > 1 else types,
         operands=list(operands), backend_config=backend_config, has_side_effect=has_side_effect,
         api_version=max(api_version, 1), extra_attributes=extra)

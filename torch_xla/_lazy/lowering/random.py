@@ -1,11 +1,10 @@
 """Random ops, drawn from the device's seeded stream (`key=` is given by the engine)."""
-import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import pjrt
+from .. import jax_compat, pjrt
 from . import aten, lower
 from ._types import float_of
 
@@ -16,13 +15,11 @@ def _unroll_threefry_on_cpu():
     backend compiles a small random op's program 3-5 x faster so (uniform of 4x10: 36 against
     190 ms) and runs a large one ~5 x faster (16M uniform: 26 against 139 ms). Process-wide,
     as jax's lowering rules are; kept as jax's default where jax lacks the unrolled rule."""
-    try:
-        from jax._src.random.threefry2x32 import _threefry2x32_lowering
-        from jax.extend.random import threefry2x32_p
-        from jax.interpreters import mlir
-    except ImportError:
+    from jax.extend.random import threefry2x32_p
+    from jax.interpreters import mlir
+    unrolled = jax_compat.threefry_unrolled_lowering()
+    if unrolled is None:
         return False
-    unrolled = functools.partial(_threefry2x32_lowering, use_rolled_loops=False)
     mlir.register_lowering(threefry2x32_p, mlir.lower_fun(unrolled, multiple_results=True),
                            platform="cpu")
     return True

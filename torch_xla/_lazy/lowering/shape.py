@@ -5,9 +5,8 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import core  # min_dim/max_dim of symbolic sizes
 
-from .. import pjrt
+from .. import jax_compat, pjrt
 from . import aten, lower, lower_on_demand
 from ._types import cast, result_type
 
@@ -97,8 +96,8 @@ def _bound(i, n, default):
     if i is None:
         return default
     if i < 0:
-        return core.max_dim(n + i, 0)
-    return core.min_dim(n, i)
+        return jax_compat.max_dim(n + i, 0)
+    return jax_compat.min_dim(n, i)
 
 
 @lower(aten.cat.default)

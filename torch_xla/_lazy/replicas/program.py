@@ -22,10 +22,9 @@ import threading
 
 import jax
 import numpy as np
-from jax._src.lax.lax import _convert_element_type
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .. import counters, pjrt, runner
+from .. import counters, jax_compat, pjrt, runner
 
 AXIS = pjrt.REPLICA_AXIS
 
@@ -55,7 +54,7 @@ def _mesh():
 def _weak(block, proto):
     """A replica's scalar from its block, weakly typed again like a Python scalar under jit."""
     x = block.reshape(())
-    return x if type(proto) is bool else _convert_element_type(x, x.dtype, weak_type=True)
+    return x if type(proto) is bool else jax_compat.convert_weak(x, x.dtype)
 
 
 def _body(call):
