@@ -10,7 +10,7 @@ calls each, so that it breaks there first. Public replacements already used else
 Checked against jax's changelog for 0.11.0 and the unreleased 0.12 (which drop Python 3.11,
 remove names from `jax.core` and `jax.interpreters.pxla`, make `jnp.empty` uninitialized and
 refuse to deserialize exports older than 2026-01-15): none of those names is used, the package
-makes `jnp.empty` only where every element is then written, and the exports it builds
+never calls `jnp.empty`, and the exports it builds
 (`exported_module`) are never serialized, so each of those changes leaves it working.
 """
 import dataclasses
