@@ -1,11 +1,15 @@
 """Programs on disk found by the engine's graph key: a second process loads them without
 lowering or compiling, and only keys with an exact spelling are stored."""
 import json
+import os
+import pickle
 import textwrap
 
 import numpy as np
+import pytest
 import torch
 
+from torch_xla._lazy import runner
 from torch_xla._lazy.ir import In, Sc
 from torch_xla._lazy.program_store import key_text
 from tests.fresh_process import python
@@ -46,12 +50,48 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
+def _run(cache):
+    return json.loads(python("-c", _SCRIPT, cache).stdout.strip().splitlines()[-1])
+
+
 def test_second_process_loads_the_programs_without_lowering_them(tmp_path):
-    runs = [json.loads(python("-c", _SCRIPT, tmp_path).stdout.strip().splitlines()[-1])
-            for _ in range(2)]
+    runs = [_run(tmp_path) for _ in range(2)]
     first, second = runs
     assert first["hit"] is None and first["lowered"] == first["compiled"] >= 1
     assert len(list((tmp_path / "programs").iterdir())) >= 1
     assert second["values"] == first["values"]
     assert second["compiled"] == first["compiled"]
     assert second["lowered"] == 0 and second["hit"] == second["compiled"]
+
+
+class _CreatesFileWhenUnpickled:
+    """What an entry written by someone else could hold: unpickling it opens (creates) a file."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def test_an_entry_that_would_run_code_when_unpickled_is_compiled_anew(tmp_path):
+    cache, marker = tmp_path / "cache", tmp_path / "ran"
+    first = _run(cache)
+    entries = list((cache / "programs").iterdir())
+    for entry in entries:  # in the format this store used to read: a pickle
+        entry.write_bytes(pickle.dumps(_CreatesFileWhenUnpickled(str(marker))))
+    second = _run(cache)
+    assert not marker.exists()
+    assert second["values"] == first["values"]
+    assert second["lowered"] == second["compiled"] == first["compiled"]  # every program compiled
+    assert all(e.read_bytes().startswith(b"TXLAPRG1") for e in entries)  # and rewritten
+
+
+def test_a_cache_directory_others_can_write_to_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    assert runner.persistent_cache() is None
+    with pytest.warns(UserWarning, match="is writable by everyone"):
+        runner.initialize_persistent_cache(shared)
+    assert runner.persistent_cache() is None

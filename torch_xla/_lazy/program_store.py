@@ -9,23 +9,28 @@ long as XLA's compile). Here the key is the text of the graph's structural key
 holding anything without an exact, process-independent spelling: a function, an array, an
 object of its own), with what else decides the program: the device's platform and kind,
 the compile options, the XLA_* environment variables (XLA_FLAGS among them), the versions of jax, jaxlib and torch, and a digest of this
-package's source (a changed lowering changes the program). Entries are jax's serialized
-executables (`jax.experimental.serialize_executable`), one file each in the cache's folder
-`programs`, written atomically.
+package's source (a changed lowering changes the program). Each entry is one file in the
+cache's folder `programs`, written atomically: a fixed header (`_HEADER`: this format's
+mark, the description's length), the program's description in JSON and its XLA executable's
+bytes (`jax_executables`: nothing in the file is unpickled, so reading it runs no code; the
+executable runs when the program does, which is why the cache's folders must be this user's
+alone, `runner.initialize_persistent_cache`). A file of another format (jax's pickled
+executables, which this store wrote before) counts as absent: compiled anew and rewritten.
 """
 import enum
 import functools
 import hashlib
+import json
 import os
 import pathlib
-import pickle
+import struct
 import tempfile
+import warnings
 
 import jax
 import torch
-from jax.experimental import serialize_executable
 
-from . import runner
+from . import directory_trust, jax_executables, runner
 from .ir import In, Sc
 
 _SCALARS = (str, int, float, bool, complex, type(None))
@@ -88,6 +93,10 @@ def _entry_name(text, device, options) -> str:
     return hashlib.sha256(repr(context).encode()).hexdigest()
 
 
+_MARK = b"TXLAPRG1"
+_HEADER = struct.Struct(">8sI")  # the mark, the description's length in bytes
+
+
 class Entry:
     """One program's file in the store: `load()` its executable (None if absent or
     unreadable), `store(compiled)` writes it (atomically: a reader never sees part of it)."""
@@ -101,11 +110,15 @@ class Entry:
             data = self.file.read_bytes()
         except OSError:
             return None
+        if len(data) < _HEADER.size:
+            return None
+        mark, size = _HEADER.unpack_from(data)
+        if mark != _MARK:
+            return None
+        start = _HEADER.size + size
         try:
-            payload, in_tree, out_tree = pickle.loads(data)
-            return serialize_executable.deserialize_and_load(
-                payload, in_tree, out_tree, backend=self.device.client,
-                execution_devices=[self.device])
+            description = json.loads(data[_HEADER.size:start])
+            return jax_executables.rebuild(description, data[start:], self.device)
         except Exception:  # an entry this jax cannot read is compiled anew (and rewritten)
             return None
 
@@ -113,22 +126,40 @@ class Entry:
         if self.readonly:
             return
         try:
-            data = pickle.dumps(serialize_executable.serialize(compiled))
-        except (ValueError, NotImplementedError, TypeError, pickle.PicklingError):
-            return  # a program jax cannot serialize stays in jax's own cache only
+            description, executable = jax_executables.describe(compiled, self.device)
+        except (ValueError, TypeError, NotImplementedError, jax.errors.JaxRuntimeError):
+            return  # a program not described stays in jax's own cache only
+        text = json.dumps(description).encode()
         fd, temporary = tempfile.mkstemp(dir=self.file.parent, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                f.write(_HEADER.pack(_MARK, len(text)) + text + executable)
             os.replace(temporary, self.file)
         except OSError:
             pathlib.Path(temporary).unlink(missing_ok=True)
 
 
+@functools.lru_cache(maxsize=None)
+def _folder(path: str):
+    """The store's folder in the persistent cache at `path` (made if missing), or None when
+    it cannot be made or others could write to it (with a warning)."""
+    folder = pathlib.Path(path) / "programs"
+    try:
+        folder.mkdir(mode=0o755, exist_ok=True)
+    except OSError:
+        return None
+    unsafe = directory_trust.writable_by_others(str(folder))
+    if unsafe is not None:
+        warnings.warn(f"torch_xla: the programs stored in {folder} are not used: {unsafe}, and a "
+                      "program loaded from there would run as this process's own code")
+        return None
+    return folder
+
+
 def entry(key, placement):
     """The store's entry of the program of graph key `key` compiled under `placement` (a
-    `runner.OnDevice`), or None while the persistent cache is off or when `key` has no exact
-    spelling."""
+    `runner.OnDevice`), or None while the persistent cache is off, when `key` has no exact
+    spelling or when the store's folder is not this user's alone."""
     cache = runner.persistent_cache()
     if cache is None:
         return None
@@ -136,7 +167,8 @@ def entry(key, placement):
     if text is None:
         return None
     path, readonly = cache
-    folder = pathlib.Path(path) / "programs"
-    folder.mkdir(exist_ok=True)
+    folder = _folder(path)
+    if folder is None:
+        return None
     name = _entry_name(text, placement.device, placement.options())
     return Entry(folder / f"{name}.xprog", placement.device, readonly)

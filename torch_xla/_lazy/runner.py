@@ -42,13 +42,14 @@ import collections
 import os
 import threading
 import time
+import warnings
 import weakref
 
 import jax
 from jax import monitoring
 from jax.sharding import PartitionSpec
 
-from . import counters, graph_analysis, hosts, pjrt, trace_spans
+from . import counters, directory_trust, graph_analysis, hosts, pjrt, trace_spans
 from .caches import LRUCache
 
 _cache = LRUCache("Program", "XLA_COMPILATION_CACHE_SIZE", 2048)
@@ -405,14 +406,24 @@ def initialize_persistent_cache(path: str, readonly: bool = False) -> None:
     With `readonly` programs are loaded but none are written (for a cache that several
     processes share). Call it once, before the first computation: jax sets its cache up at
     its first compilation.
+
+    A program loaded from there runs as this process's own code, so a directory that other
+    users could write to (`directory_trust`) is refused with a warning: the cache stays off.
     """
-    path = os.path.abspath(os.fspath(path))
+    path = directory_trust.resolved(path)
     if _persistent["path"] is not None:
         if (_persistent["path"], _persistent["readonly"]) != (path, readonly):
             raise RuntimeError(f"the persistent cache is already initialized at {_persistent['path']} "
                                f"(readonly={_persistent['readonly']})")
         return
-    os.makedirs(path, exist_ok=True)
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    unsafe = directory_trust.writable_by_others(path)
+    if unsafe is not None:
+        warnings.warn(f"torch_xla: the persistent cache at {path} is not used: {unsafe}, and a "
+                      "program loaded from there would run as this process's own code; make it "
+                      "and the directories above it writable by their owner only "
+                      "(chmod go-w, or a directory of your own)", stacklevel=3)
+        return
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     # readonly: no compilation is ever slow enough to be written.
