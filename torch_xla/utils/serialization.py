@@ -3,10 +3,12 @@ of its own beside it (`PATH.tensors/tensor_N.pt`), so that a large checkpoint is
 read one tensor at a time. Files written by torch_xla load here and the other way round.
 
 `save` moves XLA tensors to the CPU (all computed by one program first); `load` gives CPU
-tensors back. As in torch_xla, tuples in the structure come back as lists; views are saved
-as tensors of their own (recreate them after loading).
+tensors back, reading as `torch.load(weights_only=True)` does: a file cannot run code. As in
+torch_xla, tuples in the structure come back as lists; views are saved as tensors of their
+own (recreate them after loading).
 """
 import os
+import pickle
 import shutil
 
 import torch
@@ -62,8 +64,30 @@ def save(data, path, master_only=True, global_master=False):
 
 
 def load(path):
-    """The data `save` wrote to `path`, with CPU tensors."""
+    """The data `save` wrote to `path`, with CPU tensors.
+
+    Unlike torch_xla's, which unpickles the structure whole (so that a file from elsewhere
+    can run any code), it is read as `torch.load(weights_only=True)` reads: containers,
+    numbers, strings, tensors, `TensorReference` and the classes allowed by
+    `torch.serialization.add_safe_globals` or `safe_globals`; within
+    `with torch.serialization.safe_globals([YourClass]):` a structure holding objects of
+    your own classes loads too. Any other class is refused (`pickle.UnpicklingError`)."""
     folder = _tensors_folder(path)
-    return xu.for_each_instance_rewrite(
-        torch.load(path, weights_only=False), lambda v: type(v) is TensorReference,
-        lambda r: torch.load(_tensor_file(folder, r.tid)))
+    with torch.serialization.safe_globals([TensorReference]):
+        data = _load_weights_only(path)
+
+    def tensor(reference):
+        if type(getattr(reference, "tid", None)) is not int:
+            raise pickle.UnpicklingError(f"{path}: a tensor reference names no tensor file")
+        return _load_weights_only(_tensor_file(folder, reference.tid))
+    return xu.for_each_instance_rewrite(data, lambda v: type(v) is TensorReference, tensor)
+
+
+def _load_weights_only(file):
+    try:
+        return torch.load(file, weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise pickle.UnpicklingError(
+            f"{file} is refused: it holds more than tensors, containers, numbers, strings and "
+            "the classes allowed to load (torch.load's weights_only rules); if you trust it, "
+            f"load it within torch.serialization.safe_globals([the classes named below])\n{e}") from e
