@@ -1,5 +1,7 @@
 """torch_xla._XLAC's script helpers that are not about graph text or sharding: XLA's
 DotGeneral on XLA tensors, the execution guard."""
+import re
+
 import pytest
 import torch
 
@@ -28,6 +30,44 @@ def test_dot_general_reads_pending_in_place_updates(dev):
     t[0][0] = 0
     y = torch_xla._XLAC._xla_dot_general(t, torch.ones(1, 2, device=dev), (([1], [0]), ()))
     assert y.cpu().tolist() == [[0, 0], [1, 1]]
+
+
+def test_dot_general_counts_negative_dims_from_the_end(dev):
+    a, b = torch.randn(3, 2, 4), torch.randn(3, 4, 5)
+    y = torch_xla._XLAC._xla_dot_general(a.to(dev), b.to(dev), (([-1], [-2]), ([-3], [0])))
+    assert_same(y, a @ b)
+    with pytest.raises(IndexError, match=r"range of \[-3, 2\], but got 3"):
+        torch_xla._XLAC._xla_dot_general(a.to(dev), b.to(dev), (([3], [1]), ()))
+
+
+def test_dot_general_of_int8_values_accumulates_in_the_preferred_int32(dev):
+    a = torch.randint(-128, 128, (2, 64, 8), dtype=torch.int8)
+    b = torch.randint(-128, 128, (2, 8, 64), dtype=torch.int8)
+    y = torch_xla._XLAC._xla_dot_general(a.to(dev), b.to(dev), (([2], [1]), ([0], [0])),
+                                         preferred_element_type=torch.int32)
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([y])
+    assert re.search(r"s32\[2,64,64\].* dot\(s8\[2,64,8\].*, s8\[2,8,64\]", hlo), hlo
+    assert_same(y, a.int() @ b.int())  # exactly, where int8 results would wrap
+
+
+def test_dot_general_keeps_an_int8_operand_beside_a_bfloat16_one(dev):
+    x = torch.randn(3, 5).bfloat16()
+    w = torch.randint(-128, 128, (4, 5), dtype=torch.int8)
+    y = torch_xla._XLAC._xla_dot_general(x.to(dev), w.to(dev), (([1], [1]), ()))
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([y])
+    assert re.search(r"bf16\[3,4\].* dot\(bf16\[3,5\].*, s8\[4,5\]", hlo), hlo
+    assert_same(y, (x.float() @ w.float().t()).bfloat16())
+
+
+def test_dot_general_refuses_cpu_tensors_and_precision_configs(dev):
+    a, b = torch.randn(2, 3, dtype=torch.bfloat16), torch.randn(3, 2, dtype=torch.bfloat16)
+    for args, position in (((a, b.to(dev)), "first argument"), ((a.to(dev), b), "second argument")):
+        with pytest.raises(RuntimeError) as e:
+            torch_xla._XLAC._xla_dot_general(*args, (([1], [0]), ()))
+        assert str(e.value) == (f"Expected input tensor ({position}) to be an actual XLA tensor. "
+                                f"Got: CPUBFloat16Type. Consider moving it ({position}) to XLA.")
+    with pytest.raises(RuntimeError, match="precision_config is not supported"):
+        torch_xla._XLAC._xla_dot_general(a.to(dev), b.to(dev), (([1], [0]), ()), "highest")
 
 
 def test_disallowed_execution_raises_and_leaves_the_graph_pending(dev):

@@ -25,7 +25,8 @@ from torch_xla._lazy import scopes as _scopes
 from torch_xla._lazy import eager as _eager
 from torch_xla._lazy import counters as _counters
 from torch_xla._lazy import preemption as _preemption
-from torch_xla._lazy.lowering import custom_call as _custom_call, linalg as _linalg, precision as _precision
+from torch_xla._lazy.lowering import custom_call as _custom_call, precision as _precision
+from torch_xla._lazy.lowering import quantized as _quantized
 from torch_xla._lazy import optimization_barrier as _barrier
 from torch_xla._lazy import pjrt as _pjrt
 from torch_xla._lazy.spmd import mark_sharding as _sharding
@@ -249,21 +250,40 @@ def _xla_get_mat_mul_precision() -> str:
     return _precision.setting()
 
 
-def _xla_dot_general(lhs, rhs, dim_vectors, preferred_element_type=None):
-    """XLA's DotGeneral of `lhs` and `rhs`: `dim_vectors` is ((lhs contracting dims, rhs
-    contracting dims), (lhs batch dims, rhs batch dims)) (the batch pair may be empty); the
-    result has `preferred_element_type` or the inputs' promoted dtype. Not differentiable."""
-    contracting, batch = (list(dim_vectors) + [()])[:2]
-    batch = tuple(batch) or ((), ())
-    numbers = (tuple(tuple(int(d) for d in side) for side in contracting),
-               tuple(tuple(int(d) for d in side) for side in batch))
+def _xla_dot_general(lhs, rhs, dimension_numbers, precision_config=None,
+                     preferred_element_type=None):
+    """XLA's DotGeneral of XLA tensors `lhs` and `rhs`: `dimension_numbers` is ((lhs
+    contracting dims, rhs contracting dims), (lhs batch dims, rhs batch dims)) (a pair may be
+    empty, a dim negative); the result has `preferred_element_type` (int32 for int8 operands:
+    an s32 dot of s8 values) or the operands' promoted dtype. Operands of two dtypes (bfloat16
+    activations, int8 weights) enter the dot as they are. Not differentiable."""
+    if precision_config is not None:
+        raise RuntimeError("_xla_dot_general: precision_config is not supported yet, default "
+                           "precision setting will be applied.")
+    for t, position in ((lhs, "first argument"), (rhs, "second argument")):
+        if t.device.type != "xla":
+            legacy_name = t.type().rsplit(".", 1)[-1].removesuffix("Tensor")
+            raise RuntimeError(f"Expected input tensor ({position}) to be an actual XLA tensor. "
+                               f"Got: {t.device.type.upper()}{legacy_name}Type. Consider moving "
+                               f"it ({position}) to XLA.")
+    ranks = (lhs.dim(), rhs.dim())
+    numbers = tuple(tuple(tuple(_canonical_dim(d, rank) for d in side)
+                          for side, rank in zip(tuple(pair) or ((), ()), ranks))
+                    for pair in (list(dimension_numbers) + [()])[:2])
     dtype = preferred_element_type or torch.promote_types(lhs.dtype, rhs.dtype)
     out = jax.eval_shape(lambda a, b: jax.lax.dot_general(a, b, numbers),
                          jax.ShapeDtypeStruct(tuple(lhs.shape), "float32"),
                          jax.ShapeDtypeStruct(tuple(rhs.shape), "float32"))
     name = str(dtype).removeprefix("torch.")
-    return _coll.apply(_linalg.DOT_GENERAL, [lhs, rhs], [(tuple(out.shape), dtype)],
+    return _coll.apply(_quantized.DOT_GENERAL, [lhs, rhs], [(tuple(out.shape), dtype)],
                        dimension_numbers=numbers, dtype=name)[0]
+
+
+def _canonical_dim(dim, rank):
+    if not -rank <= dim < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, "
+                         f"{rank - 1}], but got {dim})")
+    return int(dim) % rank
 
 
 def _xla_custom_call(args, call_target, output_shapes, output_dtypes, has_side_effect=False,

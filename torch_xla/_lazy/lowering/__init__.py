@@ -103,7 +103,7 @@ def lookup(op):
 _FAMILIES = ("elementwise", "activations", "reductions", "shape", "factories", "linalg", "nn",
              "conv", "pooling", "resampling", "indexing", "sorting", "random", "foreach",
              "training_ops", "fft", "special", "householder", "histograms",
-             "linear_cross_entropy", "ldl")
+             "linear_cross_entropy", "ldl", "quantized")
 
 
 def load_all() -> None:

@@ -17,11 +17,10 @@ import math
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
-import torch
 from jax import lax
 
-from .. import pjrt, torch_compat
-from . import Lowering, aten, lower
+from .. import torch_compat
+from . import aten, lower
 from ._types import cast, opmath
 from .precision import matmul_precision
 
@@ -38,17 +37,6 @@ def matmul(x, y):
         return lax.dot_general(x, y, (((1,), (0,)), ((), ())), precision=matmul_precision(),
                                preferred_element_type=opmath(x.dtype))
     return jnp.matmul(x, y, precision=matmul_precision(), preferred_element_type=opmath(x.dtype))
-
-
-def _dot_general(x, y, dimension_numbers, dtype):
-    return lax.dot_general(x, y, dimension_numbers, precision=matmul_precision(),
-                           preferred_element_type=pjrt.to_jax_dtype(getattr(torch, dtype)))
-
-
-# XLA's DotGeneral (`_XLAC._xla_dot_general`), no ATen op: static dimension numbers
-# ((lhs contracting, rhs contracting), (lhs batch, rhs batch)) and the result's dtype name.
-DOT_GENERAL = Lowering("xla::dot_general", _dot_general, static_scalars=True, rng=False,
-                       dynamic_shape=False)
 
 
 @lower(aten.mv.default)
