@@ -4,6 +4,7 @@ device in this process, and on 4 DataParallel threads in one subprocess
 nested, checkpointed, dim-0 sharding with clipping, no_sync, compile counts)."""
 import copy
 import gc
+import pickle
 import weakref
 
 import pytest
@@ -80,6 +81,25 @@ def test_checkpoint_files_consolidate_into_the_unwrapped_state_dict(dev, tmp_pat
     loaded.load_state_dict(model.state_dict())
     x = torch.randn(4, 3)
     assert_same(loaded(x.to(dev)), ref(x))
+
+
+class _CreatesFileWhenUnpickled:
+    """What a checkpoint from elsewhere could hold: unpickling it opens (creates) a file."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def test_a_checkpoint_file_that_would_run_code_is_refused(dev, tmp_path):
+    model, marker = FSDP(_mlp(), auto_wrap_policy=always_wrap_policy), tmp_path / "ran"
+    torch.save({"model": model.state_dict(), "shard_metadata": model.get_shard_metadata(),
+                "extra": _CreatesFileWhenUnpickled(str(marker))}, tmp_path / "rank-0-of-1.pth")
+    with pytest.raises(pickle.UnpicklingError, match="rank-0-of-1.pth is refused"):
+        consolidate_sharded_model_checkpoints(str(tmp_path / "rank-"), "*-of-1.pth", save_model=False)
+    assert not marker.exists()
 
 
 def test_steady_training_compiles_once_and_matches_the_cpu(dev):

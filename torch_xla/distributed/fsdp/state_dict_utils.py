@@ -7,6 +7,7 @@ cutting the padding and restoring the shape gives the parameter; buffers come fr
 cast back to their original dtype; the wrappers' names leave the keys.
 """
 import glob
+import pickle
 from collections import OrderedDict
 
 import torch
@@ -60,17 +61,31 @@ def consolidate_sharded_state_dicts(state_dict_list, shard_metadata):
     return full
 
 
+def _load_checkpoint(path):
+    """A replica's checkpoint file, read as `torch.load(weights_only=True)` reads (torch_xla
+    reads it whole, so that a file from elsewhere can run any code)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise pickle.UnpicklingError(
+            f"{path} is refused: it holds more than tensors, containers, numbers, strings and "
+            "the classes allowed to load (torch.load's weights_only rules); if you trust it, "
+            f"consolidate within torch.serialization.safe_globals([the classes named below])\n{e}") from e
+
+
 def consolidate_sharded_model_checkpoints(ckpt_prefix, ckpt_suffix="*.pth", save_path="", save_model=True):
     """Loads the files matching `ckpt_prefix + ckpt_suffix` (each a dict with "model" and
     "shard_metadata"), consolidates them and, with `save_model`, saves `{"model": ...}` to
     `save_path` (default `ckpt_prefix + "_consolidated.pth"`). Returns the state dict and
-    the path saved to (None without `save_model`)."""
+    the path saved to (None without `save_model`). The files are read as
+    `torch.load(weights_only=True)` reads: objects of the user's own classes saved beside
+    the model load only within `torch.serialization.safe_globals([...])`."""
     pattern = ckpt_prefix + ckpt_suffix
     paths = glob.glob(pattern)
     if not paths:
         raise FileNotFoundError(f"Cannot find any files matching {pattern}.")
     print(f"found {len(paths)} checkpoint files in {pattern}")
-    ckpts = sorted(((torch.load(p, map_location="cpu", weights_only=False), p) for p in paths),
+    ckpts = sorted(((_load_checkpoint(p), p) for p in paths),
                    key=lambda c: c[0]["shard_metadata"]["rank"])
     for rank, (ckpt, path) in enumerate(ckpts):
         meta = ckpt["shard_metadata"]
