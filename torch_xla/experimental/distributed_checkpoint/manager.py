@@ -11,7 +11,14 @@ background thread then writes CPU data only. It never touches the lazy engine, w
 values and traces belong to the thread training on (a background read of them raced
 with the next steps' tracing). A save that failed raises from `join()` or the next
 `save_async`.
+
+The metadata file is JSON (`{"step": ..., "ts": ...}`); one in the pickle torch_xla writes
+(and this manager wrote before) is read with only its two classes allowed
+(`_MetadataUnpickler`), so that a crafted file runs no code: either kind of file that does
+not hold a step and a time marks its checkpoint invalid, as a missing one does.
 """
+import io
+import json
 import logging
 import os
 import pickle
@@ -41,6 +48,45 @@ _METADATA_FILE = ".manager_metadata"
 class _CheckpointMetadata:
     step: int
     ts: datetime
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Reads a pickled `_CheckpointMetadata`: no other class may be named in the file."""
+    _ALLOWED = {(__name__, "_CheckpointMetadata"): _CheckpointMetadata,
+                ("datetime", "datetime"): datetime}
+
+    def find_class(self, module, name):
+        found = self._ALLOWED.get((module, name))
+        if found is None:
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in checkpoint metadata")
+        return found
+
+
+def _read_metadata(fs, path):
+    """The `_CheckpointMetadata` in file `path` of filesystem `fs`, or None (with a warning)
+    when it holds none."""
+    with fs.open(path, "rb") as f:
+        data = f.read()
+    try:
+        if data.startswith(b"{"):
+            fields = json.loads(data)
+            meta = _CheckpointMetadata(step=fields["step"], ts=datetime.fromisoformat(fields["ts"]))
+        else:
+            meta = _MetadataUnpickler(io.BytesIO(data)).load()
+        if type(meta) is _CheckpointMetadata and type(meta.step) is int and type(meta.ts) is datetime:
+            return meta
+        reason = "not a step and a time"
+    except Exception as e:  # a file of any content: its checkpoint is not one to restore
+        reason = f"{type(e).__name__}: {e}"
+    logging.warning(f"Ignoring invalid checkpoint metadata {path}: {reason}")
+    return None
+
+
+def _write_metadata(fs, path, meta) -> None:
+    """Writes `meta` to file `path` of filesystem `fs`, complete or not at all."""
+    with fs.open(path + ".partial", "wb") as f:
+        f.write(json.dumps({"step": meta.step, "ts": meta.ts.isoformat()}).encode())
+    fs.mv(path + ".partial", path)
 
 
 class CheckpointManager:
@@ -86,11 +132,10 @@ class CheckpointManager:
         fs.makedirs(raw, exist_ok=True)  # every host makes it: no check-then-make race
         for path in fs.ls(raw, detail=False):
             meta = os.path.join(path, _METADATA_FILE)
-            if fs.exists(meta):
-                with fs.open(meta, "rb") as f:
-                    found.append(pickle.load(f))
-            else:
+            if not fs.exists(meta):
                 logging.warning(f"Ignoring invalid checkpoint: {path}")
+            elif (read := _read_metadata(fs, meta)) is not None:
+                found.append(read)
         return deque(sorted(found, key=lambda m: m.ts))
 
     def _path(self, step: int) -> str:
@@ -112,10 +157,7 @@ class CheckpointManager:
                          planner=SPMDSavePlanner(), process_group=self.pg)
             meta = _CheckpointMetadata(step=step, ts=datetime.now())
             if dist.get_rank(self.pg) == 0:
-                fs, raw = url_to_fs(os.path.join(self._path(step), _METADATA_FILE))
-                with fs.open(raw + ".partial", "wb") as f:
-                    pickle.dump(meta, f)
-                fs.mv(raw + ".partial", raw)
+                _write_metadata(*url_to_fs(os.path.join(self._path(step), _METADATA_FILE)), meta)
             self._tracked.append(meta)
             while self.max_to_keep and len(self._tracked) > self.max_to_keep:
                 self._delete(self._tracked.popleft().step)
