@@ -17,17 +17,19 @@ the module `XlaQuantizedLinear` holding int8 (or int4, in int8) weights with the
 
 On XLA tensors the op is one node of the graph, lowered by the engine as XLA dots over the
 integer weights (`torch_xla._lazy.lowering.quantized`): a bfloat16 activation and an int8
-weight make `dot(bf16, s8)`, the weight never widened in memory. On other devices it runs
-the same arithmetic with PyTorch's ops (the weight converted to the activation's dtype).
-The result has the dtype PyTorch promotes `x` and `scaler` to, computed in float32 for half
-types and rounded once. No autograd: the layers are for inference, as torch_xla's.
+weight make `dot(bf16, s8)`: the weight is held as int8, widened only inside the program. On
+other devices it runs the same arithmetic with PyTorch's ops (the weight converted to the
+activation's dtype). The result has the dtype PyTorch promotes `x` and `scaler` to, computed
+in float32 for half types and rounded once. No autograd: the layers are for inference, as
+torch_xla's.
 
 Importing this module defines the op.
 """
 import torch
 # PyTorch's quantize/dequantize ops (torch.ops.quantized_decomposed.*), with which weights for
-# these layers are made: torch 2.9's torch.export imported them, and torch_xla with it; the
-# torch releases this package runs on define them only once this module is imported.
+# these layers are made (upstream's tests make them so): with torch 2.9, `import torch_xla`
+# defines them through the torch modules it imports; on later torch releases only importing
+# this module of torch's does.
 import torch.ao.quantization.fx._decomposed  # noqa: F401
 import torch.nn.functional as F
 

@@ -3,14 +3,15 @@
 (`torch_xla.experimental.xla_quantized_matmul`: weight-only int8/int4 linear layers).
 
 A product of a bfloat16 activation and an int8 weight is one `dot(bf16, s8)` in the program,
-as torch_xla lowers it: the weight stays int8 in memory and the backend widens it as it
-reads it. jax's own `lax.dot_general` converts mixed operands to one dtype before the dot on
-the CPU and GPU (some of XLA's code generators fail on mixed dots), so the mixed product is a
-primitive of its own (`dot_general`) whose lowering keeps the operands as they are where the
-backend compiles such a dot: on TPU, and on the CPU where both operands are at least 8 bits
-wide (XLA's CPU compiler rejects the widened copy of an s4 operand: its 4-bit element size
-stays on the converted operand); elsewhere both operands are converted to the result's
-dtype first, as jax does.
+as torch_xla lowers it: the weight is held as int8 (a quarter of float32's bytes) and the
+backend widens it inside the program (TPU as it reads it; XLA's CPU into a temporary). jax's
+own `lax.dot_general` converts mixed operands to one dtype before the dot on the CPU and GPU
+(some of XLA's code generators fail on mixed dots), so the mixed product is a primitive of
+its own (`dot_general`) whose lowering keeps the operands as they are where the backend
+compiles such a dot: on TPU, and on the CPU where both operands are at least 8 bits wide
+(XLA's CPU compiler rejects the widened copy of an s4 operand: its 4-bit element size stays
+on the converted operand); elsewhere both operands are converted to the result's dtype
+first, as jax does.
 
 `xla::quantized_matmul(x, w, scale, zero_point, block_size, int4_weight, quantize_activation)`:
 - per channel (`block_size` -1): `w` is [out, in] int8, `scale` and `zero_point` [out];
@@ -131,7 +132,8 @@ def quantized_matmul(x, w, scale, zero_point=None, block_size=-1, int4_weight=Fa
                               jnp.int32 if quantize_activation else x.dtype)
         out = product.astype(compute) * scale.astype(compute)
         if zero_point is not None:
-            out = out - jnp.sum(x, axis=-1, keepdims=True, dtype=compute) * zero_point.astype(compute)
+            row_sums = jnp.sum(x, axis=-1, keepdims=True, dtype=compute)
+            out = out - row_sums * zero_point.astype(compute)
         if row_scale is not None:
             out = out * row_scale.astype(compute)
         return out.astype(out_dtype)
