@@ -89,8 +89,8 @@ def test_the_cpu_kernel_is_the_dequantized_matmul():
         w, scale, zero_point = make(symmetric=False)
         x = torch.randn(3, IN)
         y = torch.ops.xla.quantized_matmul(x, w, scale, zero_point, block_size=block_size)
-        torch.testing.assert_close(y, x @ _dequantized(w, scale, zero_point), **ABOUT_FLOAT32,
-                                   msg=lambda m: f"{layout}: {m}")
+        assert_same(y, x @ _dequantized(w, scale, zero_point), **ABOUT_FLOAT32, path=layout,
+                    device="cpu")
 
 
 def _dot_lines(hlo):
