@@ -72,6 +72,11 @@ def _layout(value):
     return Layout(_ints(major_to_minor, "layout"), tiling, _checked(element_bits, int, "layout"))
 
 
+def _sharding(memory_kind, device):
+    memory_kind = None if memory_kind is None else _checked(memory_kind, str, "memory_kind")
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
+
+
 def _tree(value):
     """A pytree skeleton (leaves 0) of an encoded tree structure (see `_encode_tree`)."""
     if value == "*":
@@ -118,7 +123,7 @@ def _encode_tree(treedef):
     raise ValueError(f"tree node {kind.__name__}")
 
 
-def _memory_kind(sharding, device):
+def _encode_sharding(sharding, device):
     if type(sharding) is not SingleDeviceSharding or sharding.device_set != {device}:
         raise ValueError(f"sharding {sharding!r}")
     return sharding.memory_kind
@@ -147,11 +152,11 @@ def describe(compiled, device):
         "arg_names": None if debug.arg_names is None else list(debug.arg_names),
         "result_paths": None if debug.result_paths is None else list(debug.result_paths),
         "kept": sorted(unloaded.kept_var_idx),
-        "inputs": [[_encode_aval(a), _memory_kind(s, device), _encode_layout(x), _encode_layout(d)]
+        "inputs": [[_encode_aval(a), _encode_sharding(s, device), _encode_layout(x), _encode_layout(d)]
                    for a, s, x, d in zip(unloaded.input_avals, unloaded.input_shardings,
                                          unloaded.xla_in_layouts, unloaded.dispatch_in_layouts,
                                          strict=True)],
-        "outputs": [[_encode_aval(a), _memory_kind(s, device), _encode_layout(x)]
+        "outputs": [[_encode_aval(a), _encode_sharding(s, device), _encode_layout(x)]
                     for a, s, x in zip(unloaded.output_avals, unloaded.output_shardings,
                                        unloaded.xla_out_layouts, strict=True)],
     }
@@ -193,11 +198,9 @@ def _rebuild(d, executable, device):
         xla_executable=executable, device_list=_xla_client.DeviceList((device,)),
         backend=device.client,
         input_avals=[_aval(a) for a, _, _, _ in inputs],
-        input_shardings=[SingleDeviceSharding(device, memory_kind=_memory_kind_of(m))
-                         for _, m, _, _ in inputs],
+        input_shardings=[_sharding(m, device) for _, m, _, _ in inputs],
         output_avals=[_aval(a) for a, _, _ in outputs],
-        output_shardings=[SingleDeviceSharding(device, memory_kind=_memory_kind_of(m))
-                          for _, m, _ in outputs],
+        output_shardings=[_sharding(m, device) for _, m, _ in outputs],
         committed=_checked(d["committed"], bool, "committed"), name=_checked(d["name"], str, "name"),
         unordered_effects=[], ordered_effects=[], keepalive=[], host_callbacks=[],
         kept_var_idx=set(_ints(d["kept"], "kept")), mut=None,
@@ -210,7 +213,3 @@ def _rebuild(d, executable, device):
     args_info = in_tree.unflatten([jax.stages.ArgInfo(aval, donated) for aval, donated in args])
     return jax.stages.Compiled(unloaded.load(), [], args_info, jax.tree.structure(_tree(d["out_tree"])),
                                no_kwargs=_checked(d["no_kwargs"], bool, "no_kwargs"))
-
-
-def _memory_kind_of(value):
-    return None if value is None else _checked(value, str, "memory_kind")
