@@ -214,6 +214,44 @@ def spawn_stalled(index):
     xm.all_reduce("sum", torch.ones(2).to(xm.xla_device())).cpu()
 
 
+def _wait_in(op):
+    """Process 0's wait on the others in `op`: all_reduce, all_gather, reduce_scatter or
+    rendezvous."""
+    device = xm.xla_device()
+    x = torch.ones(4, device=device)
+    if op == "all_reduce":
+        xm.all_reduce("sum", x).cpu()
+    elif op == "all_gather":
+        xm.all_gather(x).cpu()
+    elif op == "reduce_scatter":
+        xm.reduce_scatter("sum", torch.ones(4 * xr.world_size(), device=device), 1.0, 0,
+                          xr.world_size()).cpu()
+    else:
+        xm.rendezvous("after the early return")
+
+
+def spawn_returns_early(index, op, stamp):
+    """After a first collective together, the last process returns from its function (writing
+    the time to `stamp` first) while the others wait for it in `op`."""
+    import time
+    xm.all_reduce("sum", torch.ones(2).to(xm.xla_device())).cpu()
+    if index == xr.world_size() - 1:
+        with open(stamp, "w") as f:
+            f.write(repr(time.time()))
+        return
+    _wait_in(op)
+
+
+def spawn_stalled_under_the_watchdog(index):
+    """Process 1 stays in user code; process 0 waits for it in a collective, past the
+    watchdog (set by the test's environment)."""
+    import time
+    xm.all_reduce("sum", torch.ones(2).to(xm.xla_device())).cpu()
+    if index == 1:
+        time.sleep(120)
+    xm.all_reduce("sum", torch.ones(2).to(xm.xla_device())).cpu()
+
+
 def coordinator_listens_on_loopback_only():
     """The coordination service's listening sockets (process 0) are all on loopback."""
     import os

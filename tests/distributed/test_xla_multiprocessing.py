@@ -1,6 +1,8 @@
 """xmp.spawn: one process per device, joined into one runtime (gloo between CPU processes).
 Process start-up is slow on a small machine, so one spawned run checks many things."""
 
+import time
+
 import pytest
 import torch
 
@@ -39,6 +41,37 @@ def test_a_collective_whose_peer_never_comes_times_out(monkeypatch):
                                                          r"within 3 s \(XLA_COLLECTIVE_TIMEOUT\)") as info:
         xmp.spawn(_workers.spawn_stalled, nprocs=2)
     assert info.value.error_index == 0
+
+
+@pytest.mark.parametrize("op,nprocs", [("all_reduce", 2), ("all_gather", 2), ("reduce_scatter", 2),
+                                       ("rendezvous", 2), ("all_reduce", 4)])
+def test_a_process_that_returns_early_ends_the_ones_waiting_for_it(tmp_path, monkeypatch, op, nprocs):
+    """The last process returns while the others wait for it in `op`: they fail within
+    seconds (not at XLA_COLLECTIVE_TIMEOUT), naming it and what they waited in, and spawn
+    raises."""
+    monkeypatch.setenv("CPU_NUM_DEVICES", str(nprocs))
+    stamp = tmp_path / "returned_at"
+    with pytest.raises(xmp.ProcessExitedException,
+                       match=rf"PeerLeft: .*waited for it in program .*: process {nprocs - 1} "
+                             r"returned from its function"):
+        xmp.spawn(_workers.spawn_returns_early, args=(op, str(stamp)))
+    assert time.time() - float(stamp.read_text()) < 30
+
+
+def test_the_watchdog_reports_a_long_wait_and_raises_when_told(monkeypatch, capfd):
+    """Process 1 stays in user code: with the watchdog at 3 s, process 0 prints what it waits
+    on and its threads' stacks, then (TORCH_XLA_WATCHDOG_RAISE=1) raises."""
+    monkeypatch.setenv("TORCH_XLA_WATCHDOG_TIMEOUT", "3")
+    monkeypatch.setenv("TORCH_XLA_WATCHDOG_RAISE", "1")
+    start = time.time()
+    with pytest.raises(xmp.ProcessExitedException, match=r"WatchdogTimeout: program 2 spanning the "
+                                                         r"2 processes .*xla::all_reduce") as info:
+        xmp.spawn(_workers.spawn_stalled_under_the_watchdog, nprocs=2)
+    assert info.value.error_index == 0 and time.time() - start < 90
+    err = capfd.readouterr().err
+    assert "torch_xla watchdog: process 0 of 2 has waited 3 s in program 2" in err
+    report = err.split("torch_xla watchdog: ", 1)[1]
+    assert "Thread 0x" in report and 'in spawn_stalled_under_the_watchdog' in report
 
 
 def _record(index, out):

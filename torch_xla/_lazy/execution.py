@@ -183,8 +183,9 @@ def _execute(w, eager=False, walked=True):
         w.finish(spmd_program.run(w, eager))
         return None
     if w.collective:
+        collectives = tuple(sorted({n.op.name for n in w.order if n.op.collective}))
         call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
-                               explain=compile_explanation.of_walk(w))
+                               explain=compile_explanation.of_walk(w), collectives=collectives)
         w.finish(replicated.run(w.device, call))
         return None
     remember = (lambda program: graph_cache.remember(w, program)) if walked else None

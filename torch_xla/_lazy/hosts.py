@@ -15,6 +15,7 @@ resolves to. Where that is a loopback address (as in many containers), peers on 
 hosts could never connect; gloo is given instead the address this host reaches the
 coordinator from.
 """
+import atexit
 import datetime
 import os
 import socket
@@ -22,7 +23,7 @@ import sys
 
 import jax
 
-from . import jax_compat
+from . import jax_compat, peer_watch
 
 _COORDINATOR_KEY = "torch_xla/coordinator"
 
@@ -117,6 +118,8 @@ def join(platform: str) -> None:
     if platform == "cpu":
         _use_gloo_at(local_address(address))
     _leave_at_once_on_error()
+    # before jax's own exit handler (registered earlier), which waits for every process
+    atexit.register(peer_watch.announce_leaving, "ended (its program exited)")
 
 
 def _leave_at_once_on_error() -> None:
@@ -129,6 +132,7 @@ def _leave_at_once_on_error() -> None:
 
     def hook(kind, value, tb):
         previous(kind, value, tb)
+        peer_watch.announce_leaving(f"raised {kind.__name__}: {value}")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)

@@ -6,8 +6,11 @@ between them run inside the compiled programs (gloo carries them between CPU pro
 The coordinator (process 0's coordination service) listens on a free loopback port unless
 `TORCH_XLA_COORDINATOR=host:port` is set (then there, or where `TORCH_XLA_COORDINATOR_BIND`
 says). When a process fails, the others are killed at once and `spawn` raises with the
-failed one's traceback or exit signal; a collective whose peer is gone ends with a timeout
-(XLA_COLLECTIVE_TIMEOUT seconds). Several hosts join one runtime by running `spawn`
+failed one's traceback or exit signal. A process that returns, raises or exits says so to
+the others, so one waiting for it in a collective fails within seconds, naming it
+(`_lazy/peer_watch`; a collective whose peer hangs ends after XLA_COLLECTIVE_TIMEOUT seconds,
+and the watchdog, TORCH_XLA_WATCHDOG_TIMEOUT, reports long waits). The processes die with
+the parent. Several hosts join one runtime by running `spawn`
 on each with the same `TORCH_XLA_COORDINATOR` (reachable from all of them), and with
 `TORCH_XLA_NUM_HOSTS` (how many) and `TORCH_XLA_HOST_INDEX` (this one's index) set.
 """
@@ -18,7 +21,7 @@ import socket
 import sys
 import traceback
 
-from torch_xla._lazy import pjrt
+from torch_xla._lazy import peer_watch, pjrt
 
 
 class ProcessExitedException(RuntimeError):
@@ -46,7 +49,11 @@ def _device_count() -> int:
 def _child(index, fn, args, layout, errors):
     """A spawned process: joins the runtime, runs fn(index, *args). On an error it reports
     the traceback and leaves at once (os._exit: jax's exit handler would wait for the others
-    at a shutdown barrier). On success it leaves as a process ends (`_leave`)."""
+    at a shutdown barrier). On success it leaves as a process ends (`_leave`). Either way it
+    first tells the other processes that it leaves, and how (`peer_watch`): one waiting for
+    it in a collective then fails, naming it, instead of waiting for ever. It dies with its
+    parent (a killed `spawn` leaves no process behind)."""
+    _die_with_parent()
     try:
         os.environ.update(layout)
         if pjrt.device_type() == "CPU":
@@ -57,14 +64,29 @@ def _child(index, fn, args, layout, errors):
         fn(index, *args)
     except SystemExit as e:
         if e.code not in (None, 0):  # sys.exit(0) is a success, as for a process (torch_xla's tests end so)
-            _fail(errors)
-    except BaseException:  # noqa: BLE001  (reported to the parent, which raises it)
-        _fail(errors)
+            _fail(errors, f"exited (sys.exit({e.code!r}))")
+    except BaseException as e:  # noqa: BLE001  (reported to the parent, which raises it)
+        _fail(errors, f"raised {type(e).__name__}: {e}")
+    peer_watch.announce_leaving("returned from its function")
     _leave()
 
 
-def _fail(errors):
-    """Reports the traceback and leaves at once."""
+def _die_with_parent() -> None:
+    """Asks Linux to kill this process when its parent dies (PR_SET_PDEATHSIG); elsewhere
+    nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def _fail(errors, how):
+    """Tells the others it leaves, reports the traceback and leaves at once."""
+    peer_watch.announce_leaving(how)
     errors.send(traceback.format_exc())
     sys.stdout.flush()
     sys.stderr.flush()

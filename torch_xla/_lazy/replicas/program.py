@@ -11,33 +11,34 @@ With several replicas in one process (DataParallel's threads) the threads meet a
 run's `Meeting`: each posts its n-th such call, and the last to arrive runs it for all of
 them and hands out the outputs.
 
-Between processes a program waits for its peers; one that died or stopped taking part
-would leave it waiting for ever. So there a program is started on a thread of its own
-and waited for at most XLA_COLLECTIVE_TIMEOUT seconds (default 600), and so are its
-outputs before anything is next read or run (`settle`): then `CollectiveTimeout` says so.
+Between processes a program waits for its peers; one that left, died or stopped taking
+part would leave it waiting for ever. So there a program is started on a thread of its own
+and waited for as `peer_watch.wait` waits (a peer that left raises `PeerLeft` within seconds,
+the watchdog reports a long wait, XLA_COLLECTIVE_TIMEOUT bounds it: `CollectiveTimeout`),
+and so are its outputs before anything is next read or run (`settle`).
 """
 import concurrent.futures
-import os
 import threading
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .. import counters, jax_compat, pjrt, runner
+from .. import counters, jax_compat, peer_watch, pjrt, runner
 
 AXIS = pjrt.REPLICA_AXIS
 
 
 class Call:
     """One replica's part of a replicated program: the graph's structural `key`, the program
-    function `fn(donated, kept, scalars)`, its arguments, the outputs' shapes, and what
-    says why it was compiled (`explain`, for PT_XLA_DEBUG)."""
-    __slots__ = ("key", "fn", "args", "out_shapes", "explain")
+    function `fn(donated, kept, scalars)`, its arguments, the outputs' shapes, what says why
+    it was compiled (`explain`, for PT_XLA_DEBUG) and the names of its collectives (for
+    messages about waiting on them)."""
+    __slots__ = ("key", "fn", "args", "out_shapes", "explain", "collectives")
 
-    def __init__(self, key, fn, args, out_shapes, explain=None):
+    def __init__(self, key, fn, args, out_shapes, explain=None, collectives=()):
         self.key, self.fn, self.args, self.out_shapes = key, fn, args, out_shapes
-        self.explain = explain
+        self.explain, self.collectives = explain, collectives
 
 
 _meshes = {}
@@ -134,37 +135,30 @@ class GraphsDiffer(RuntimeError):
     """The threads' replicas posted different graphs at one round of their `Meeting`."""
 
 
-class CollectiveTimeout(RuntimeError):
-    """A program spanning the processes did not finish in time (a peer died or hangs)."""
-
-
-_waiting = []  # the outputs of the last program spanning the processes, not known finished
+CollectiveTimeout = peer_watch.CollectiveTimeout
+_waiting = []  # (outputs, name) of the last program spanning the processes, not known finished
 _executor = []
+_spanning_runs = [0]  # programs spanning the processes this process has run
 
 
-def _within_timeout(fn):
-    """fn(), run on the collectives' thread and waited for at most XLA_COLLECTIVE_TIMEOUT s."""
-    text = os.environ.get("XLA_COLLECTIVE_TIMEOUT", "600")
-    try:
-        timeout = float(text)
-    except ValueError:
-        raise ValueError(f"XLA_COLLECTIVE_TIMEOUT={text!r}: expected a number of seconds") from None
+def _waited(fn, what):
+    """fn(), run on the collectives' thread and waited for as `peer_watch.wait` does."""
     if not _executor:
         _executor.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xla-collectives"))
-    try:
-        return _executor[0].submit(fn).result(timeout)
-    except concurrent.futures.TimeoutError:
-        raise CollectiveTimeout(
-            f"a program with collectives across {pjrt.process_count()} processes did not "
-            f"finish within {timeout:g} s (XLA_COLLECTIVE_TIMEOUT): another process has probably "
-            "died or stopped taking part in the collectives") from None
+    return peer_watch.wait(_executor[0].submit(fn), what)
+
+
+def _program_named(call) -> str:
+    ops = ", ".join(call.collectives) if call.collectives else "collectives"
+    return (f"program {_spanning_runs[0]} spanning the {pjrt.process_count()} processes "
+            f"(replicas 0-{pjrt.world_size() - 1}; {ops})")
 
 
 def settle() -> None:
     """Waits, within the timeout, for the last program spanning the processes to finish."""
     if _waiting:
         outs = _waiting[0]
-        _within_timeout(lambda: jax.block_until_ready(outs))
+        _waited(lambda: jax.block_until_ready(outs), f"the outputs of {_waiting[1]}")
         _waiting.clear()
 
 
@@ -177,8 +171,10 @@ def _run(call, per_replica):
     with counters.timed("ExecuteReplicatedTime"):
         if pjrt.process_count() > 1:
             settle()
-            outs = _within_timeout(lambda: runner.execute(program, *global_args, span="ExecuteReplicated"))
-            _waiting.append(outs)
+            _spanning_runs[0] += 1
+            what = _program_named(call)
+            outs = _waited(lambda: runner.execute(program, *global_args, span="ExecuteReplicated"), what)
+            _waiting.extend((outs, what))
         else:
             outs = runner.execute(program, *global_args, span="ExecuteReplicated")
     local = [pjrt.jax_device(i) for i in pjrt.replicas()]
@@ -222,12 +218,24 @@ class Meeting:
     def __init__(self):
         self.cond = threading.Condition()
         self.posts, self.results, self.rounds, self.error = {}, {}, {}, None
+        self.left = set()  # replicas whose function returned
 
     def abort(self, error):
         """Wakes every waiting replica with `error` (a replica's thread failed)."""
         with self.cond:
             self.error = error
             self.cond.notify_all()
+
+    def leave(self, device):
+        """Replica `device`'s function returned: a round it never posted cannot run, and
+        the replicas waiting in one are woken to fail, naming it."""
+        with self.cond:
+            self.left.add(device)
+            self.cond.notify_all()
+
+    def _missing(self, r):
+        """The replicas that returned without posting round `r`."""
+        return sorted(d for d in self.left if self.rounds.get(d, 0) <= r)
 
     def join(self, device, call):
         local = pjrt.replicas()
@@ -239,11 +247,15 @@ class Meeting:
             posts = self.posts.setdefault(r, {})
             posts[device] = call
             if len(posts) < len(local):
-                while r not in self.results and self.error is None:
+                while r not in self.results and self.error is None and not self._missing(r):
                     self.cond.wait()
-                if r not in self.results:
+                if r in self.results:
+                    return self._take(r, device)
+                if self.error is not None:
                     raise RuntimeError("another replica failed") from self.error
-                return self._take(r, device)
+                raise peer_watch.PeerLeft(
+                    f"replica xla:{device} waited in collective round {r} for replicas "
+                    f"xla:{self._missing(r)}, whose function returned without taking part in it")
             del self.posts[r]
         try:
             keys = {p.key for p in posts.values()}

@@ -45,6 +45,8 @@ def _run(indices, fn):
         except BaseException as e:  # noqa: BLE001  (raised below, in the caller's thread)
             errors[k] = e
             meeting.abort(e)
+        else:
+            meeting.leave(indices[k])
 
     threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(len(indices))]
     for t in threads:
