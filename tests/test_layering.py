@@ -54,7 +54,7 @@ STAGES = (
      "torch_xla._lazy.scopes", "torch_xla._lazy.trace_spans", "torch_xla._lazy.graph_analysis",
      "torch_xla._lazy.hlo_proto", "torch_xla._lazy.directory_trust", "torch_xla._lazy.peer_watch"),
     ("torch_xla._lazy.device_guard", "torch_xla._lazy.torch_compat", "torch_xla._lazy.jax_compat",
-     "torch_xla._lazy.jax_executables"),
+     "torch_xla._lazy.jax_compat.executables"),
     ("torch_xla._lazy.guard_build",),
     WINGS := ("torch_xla._lazy.spmd", "torch_xla._lazy.replicas"),  # imported by their modules
 )

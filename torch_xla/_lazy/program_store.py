@@ -12,7 +12,7 @@ the compile options, the XLA_* environment variables (XLA_FLAGS among them), the
 package's source (a changed lowering changes the program). Each entry is one file in the
 cache's folder `programs`, written atomically: a fixed header (`_HEADER`: this format's
 mark, the description's length), the program's description in JSON and its XLA executable's
-bytes (`jax_executables`: nothing in the file is unpickled, so reading it runs no code; the
+bytes (`jax_compat.executables`: nothing in the file is unpickled, so reading it runs no code; the
 executable runs when the program does, which is why the cache's folders must be this user's
 alone, `runner.initialize_persistent_cache`). A file of another format (jax's pickled
 executables, which this store wrote before) counts as absent: compiled anew and rewritten.
@@ -30,7 +30,8 @@ import warnings
 import jax
 import torch
 
-from . import directory_trust, jax_executables, runner
+from . import directory_trust, runner
+from .jax_compat import executables as jax_executables
 from .ir import In, Sc
 
 _SCALARS = (str, int, float, bool, complex, type(None))

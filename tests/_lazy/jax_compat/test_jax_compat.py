@@ -1,5 +1,6 @@
-"""Each private jax API the package uses (torch_xla/_lazy/jax_compat.py), called on its own, so
-that a jax release that moves one fails here, naming it, before it fails somewhere deep."""
+"""Each private jax API the package uses (torch_xla/_lazy/jax_compat/), called on its own, so
+that a jax release that moves one fails here, naming it, before it fails somewhere deep
+(`executables`, the compiled programs taken apart and rebuilt: test_executables.py)."""
 import pathlib
 
 import jax
@@ -10,17 +11,13 @@ from jax import export
 
 from torch_xla._lazy import jax_compat
 
-PACKAGE = pathlib.Path(jax_compat.__file__).resolve().parent.parent
+COMPAT = pathlib.Path(jax_compat.__file__).resolve().parent
+PACKAGE = COMPAT.parent.parent
 
 
-# jax_executables.py: a compiled program taken apart and rebuilt (jax's private classes
-# that its pickle holds), tested in test_jax_executables.py.
-_COMPATIBILITY_MODULES = ("jax_compat.py", "jax_executables.py")
-
-
-def test_private_jax_is_used_only_in_the_compatibility_modules():
+def test_private_jax_is_used_only_in_the_compatibility_package():
     users = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                   if "jax._src" in p.read_text() and p.name not in _COMPATIBILITY_MODULES)
+                   if "jax._src" in p.read_text() and COMPAT not in p.parents)
     assert not users, users
 
 
