@@ -228,3 +228,16 @@ def test_engine_ops_that_trace_their_op_reuse_its_plan(dev, monkeypatch):
     assert asked == first
     assert_same(loss, torch.nn.functional.nll_loss(x.log_softmax(1), target))
     assert_same(rows, x[idx])
+
+
+@pytest.mark.parametrize("factory", [
+    lambda d: torch.ones(2, device=d), lambda d: torch.empty(2, device=d),
+    lambda d: torch.randn(2, device=d), lambda d: torch.arange(3, device=d),
+    lambda d: torch.tensor([1.0], device=d), lambda d: torch.full((2,), 3.0, device=d)])
+def test_a_factory_on_a_device_the_runtime_lacks_raises_at_its_line(dev, factory):
+    """`xla:N` past the runtime's devices raises where the tensor is made, not when its
+    program runs."""
+    import torch_xla.runtime as xr
+    missing = torch.device("xla", xr.global_runtime_device_count() + 6)
+    with pytest.raises(RuntimeError, match=f"Invalid XLA device index {missing.index}: there are"):
+        factory(missing)
