@@ -242,8 +242,34 @@ def host_vanishes(hosts, state):
     return f"host 1's link taken down at step 3: host 0 failed after {took:.0f} s with '{named}'"
 
 
+def early_return(hosts, state):
+    """Rank 1's program ends while rank 0 waits for it in a collective: rank 0 fails within
+    30 s of it, naming process 1; neither host hangs."""
+    procs = torchrun(hosts, 2, 1, "early_return.py")
+    outs, ended = [], []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=TIMEOUT)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+                reap(q)
+            raise Failed(f"a host still ran {TIMEOUT:g} s after rank 1 returned") from None
+        ended.append(time.time())
+    returned = tagged(outs[1], "RETURNED")
+    if len(returned) != 1:
+        raise Failed(f"rank 1 did not return:\n{outs[1][-3000:]}")
+    took = ended[0] - returned[0]["at"]
+    named = [row for row in outs[0].splitlines() if "PeerLeft" in row and "process 1 ended" in row]
+    if procs[0].returncode == 0 or not named or took > 30:
+        raise Failed(f"host 0 exited {procs[0].returncode} {took:.0f} s after rank 1 returned:\n"
+                     f"{outs[0][-3000:]}")
+    return f"rank 0 failed {took:.0f} s after rank 1 returned, with '{named[0].strip()[:200]}'"
+
+
 SCENARIOS = {"data_parallel": data_parallel, "spmd": spmd, "slow_link": slow_link, "faults": faults,
-             "coordinator_lost": coordinator_lost, "host_vanishes": host_vanishes}
+             "coordinator_lost": coordinator_lost, "host_vanishes": host_vanishes,
+             "early_return": early_return}
 
 
 def main(names):
