@@ -13,7 +13,7 @@ from setuptools import setup
 
 def _guard_extensions():
     try:
-        import torch  # noqa: F401
+        import torch
         from torch.utils.cpp_extension import BuildExtension, CppExtension
     except ImportError:
         return [], {}
@@ -21,10 +21,11 @@ def _guard_extensions():
         return [], {}
     here = os.path.dirname(os.path.abspath(__file__))
     spec = importlib.util.spec_from_file_location(
-        "device_guard", os.path.join(here, "torch_xla", "_lazy", "device_guard.py"))
-    device_guard = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(device_guard)
-    name = device_guard.library_stem()
+        "guard_build", os.path.join(here, "torch_xla", "_lazy", "guard_build.py"))
+    guard_build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard_build)
+    name = guard_build.library_stem(torch.__version__,
+                                    os.path.join(here, "torch_xla", "_lazy", "device_hooks.cpp"))
     extension = CppExtension(f"torch_xla._lazy.{name}",
                              ["torch_xla/_lazy/device_hooks.cpp"])
     return [extension], {"build_ext": BuildExtension.with_options(use_ninja=False)}

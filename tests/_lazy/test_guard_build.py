@@ -3,11 +3,13 @@ leaves nothing that is loaded, two first imports at once both get the guard, and
 by a live process is waited for a bounded time, then explained."""
 import fcntl
 import os
+import pathlib
 import shutil
 import signal
 import time
 
 import pytest
+import torch
 import torch.utils.cpp_extension as cpp_extension
 
 from tests.fresh_process import TIMEOUT, start
@@ -85,3 +87,15 @@ def test_a_build_held_by_a_live_process_is_waited_for_then_explained(tmp_path):
     # xla:1 raises naming what held the build; without a Python guard, xla tensors raise.
     assert proc.returncode != 0 and "none could be installed" in err
     assert not list(folder.glob("*.so"))
+
+
+def test_setup_py_loads_the_build_module_on_its_own():
+    """setup.py (`pip install --no-build-isolation .`) loads guard_build.py from its file, with
+    no package around it, to name the library it builds: the same name the import looks for."""
+    import importlib.util
+    path = pathlib.Path(device_guard.__file__).with_name("guard_build.py")
+    spec = importlib.util.spec_from_file_location("standalone_guard_build", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = path.with_name("device_hooks.cpp")
+    assert module.library_stem(torch.__version__, str(source)) == device_guard.library_stem()

@@ -26,7 +26,6 @@ naming what is missing (see `missing_guard_message`).
 """
 import ctypes
 import glob
-import hashlib
 import os
 import shutil
 import warnings
@@ -47,10 +46,7 @@ _failures = []        # why the compiled routes were not taken
 def library_stem() -> str:
     """The name of device_hooks.cpp built for the running torch release and this source
     (setup.py builds it; a build of an older source is not picked up)."""
-    tag = "".join(c if c.isalnum() else "_" for c in torch.__version__)
-    with open(_SOURCE, "rb") as f:
-        digest = hashlib.sha1(f.read()).hexdigest()[:10]
-    return f"device_hooks_torch_{tag}_{digest}"
+    return guard_build.library_stem(torch.__version__, _SOURCE)
 
 
 def _device_type(name: str) -> int:

@@ -20,6 +20,7 @@ Here instead, under `TORCH_EXTENSIONS_DIR` (PyTorch's extensions root):
 """
 import fcntl
 import glob
+import hashlib
 import os
 import shutil
 import sys
@@ -28,6 +29,16 @@ import time
 
 _NOTE_AFTER = 10.0    # seconds of waiting before saying on stderr what is waited for
 _POLL = 0.1
+
+
+def library_stem(torch_version: str, source: str) -> str:
+    """The name of `source` (device_hooks.cpp) built for torch `torch_version` and this
+    source's text. setup.py loads this module on its own (no package around it), so it
+    imports nothing of the package."""
+    tag = "".join(c if c.isalnum() else "_" for c in torch_version)
+    with open(source, "rb") as f:
+        digest = hashlib.sha1(f.read()).hexdigest()[:10]
+    return f"device_hooks_torch_{tag}_{digest}"
 
 
 def timeout() -> float:
