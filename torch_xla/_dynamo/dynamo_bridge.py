@@ -18,10 +18,17 @@ from torch_xla._lazy import tensor as _tensor
 from torch_xla._lazy.graph_capture import compiled as _compiled
 
 
+@torch._dynamo.disable
 def extract_compiled_graph(xla_model: torch.fx.GraphModule, xla_args):
     """A callable computing `xla_model(*args)` on XLA tensors with one compiled program
     (its results a list, as dynamo's boxed calling convention wants). Counted as
-    `DynamoExtractCompiledGraph`."""
+    `DynamoExtractCompiledGraph`.
+
+    Called from code dynamo traces (a backend's wrapper of its own), the call is a graph
+    break: dynamo never traces the compiling into the engine. (Traced, its graph breaks
+    would be nested ones, and torch 2.10 and 2.11, under `nested_graph_breaks`, resume a
+    nested frame holding cell variables, as this one does, in the root frame's module
+    globals: NameError on this module's.)"""
     _counters.count("DynamoExtractCompiledGraph")
     if config.skip_input_data_check:  # the graph's later inputs must be data: so are these
         _execution.materialize([_tensor.unwrap(t)._value for t in _xla_tensors(xla_args)])
@@ -31,8 +38,7 @@ def extract_compiled_graph(xla_model: torch.fx.GraphModule, xla_args):
         if config.skip_input_data_check:
             _refuse_pending(args)
         return graph(*args)
-    # called from code dynamo traces (a backend's wrapper of its own): a graph break, never
-    # traced into the engine
+    # called from traced code, like the extraction: a graph break
     return torch._dynamo.disable(run)
 
 
