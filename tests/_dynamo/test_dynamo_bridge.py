@@ -38,7 +38,8 @@ def sgd(params):
 
 def compiled_train(model, dev, batches, steps, make_opt=sgd):
     """The whole step under torch.compile: forward and backward (AOTAutograd, one program
-    each), and the optimizer step (a graph of its own, after backward's graph break)."""
+    each), and the optimizer step (a graph of its own, after backward's graph break). Also
+    gives each step's compile counts and its number of reads from the device."""
     model = model.to(dev)
     opt = make_opt(model.parameters())
 
@@ -50,12 +51,14 @@ def compiled_train(model, dev, batches, steps, make_opt=sgd):
         opt.step()
         return loss
 
-    losses, compiles = [], []
+    losses, compiles, reads = [], [], []
     for i in range(steps):
         x, y = (t.to(dev) for t in batches[i % len(batches)])
+        before = count("TransferFromDevice")
         losses.append(step(x, y).item())
         compiles.append((count("DynamoCompile"), count("UncachedCompile")))
-    return losses, compiles, model
+        reads.append(count("TransferFromDevice") - before)
+    return losses, compiles, reads, model
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -66,7 +69,7 @@ def test_trains_like_the_lazy_path_and_the_cpu(dev, name):
     cpu_losses, _, cpu_model = train(copy.deepcopy(model), "cpu", sgd, batches, STEPS)
     lazy_losses, _, _ = train(copy.deepcopy(model), dev, sgd, batches, STEPS)
     met.clear_counters()
-    losses, compiles, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS)
+    losses, compiles, _, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS)
 
     assert_same(torch.tensor(losses), torch.tensor(lazy_losses), rtol=1e-5, atol=0, device="cpu")
     assert_same(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0, device="cpu")
@@ -163,13 +166,15 @@ def test_adamw_step_is_one_program(dev):
     model, batches = MLP(), classification_batches((8, 16))
     cpu_losses, _, cpu_model = train(copy.deepcopy(model), "cpu", adamw, batches, STEPS)
     met.clear_counters()
-    losses, compiles, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS, adamw)
+    losses, compiles, reads, xla_model = compiled_train(copy.deepcopy(model), dev, batches, STEPS,
+                                                        adamw)
     assert_same(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0, device="cpu")
     assert count("DynamoLazyGraph") == 0
-    # the step counts (CPU tensors) are counted on the host: the only reads from the
-    # device are the losses' .item()
-    assert count("TransferFromDevice") == STEPS
     assert compiles[1] == compiles[-1], compiles
+    # the step counts (CPU tensors) are counted on the host: a step compiling nothing reads
+    # only its loss (.item()) from the device. (Compiling, torch 2.10-2.12's dynamo also reads
+    # each tensor it guards by identity: it writes the guard's text with repr().)
+    assert reads[2:] == [1] * (STEPS - 2), reads
     # Adam divides by the gradients' running scale: rounding noise in tiny gradients moves
     # weights by up to ~1e-5 (the lazy path's too)
     for (key, expected), actual in zip(cpu_model.state_dict().items(), xla_model.state_dict().values()):
