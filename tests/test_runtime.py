@@ -112,3 +112,36 @@ def test_second_process_loads_programs_from_the_cache(tmp_path):
     assert second["compiled"] == first["compiled"] + 1
     assert sorted(os.listdir(cache)) == entries
     assert len(os.listdir(cache / "programs")) == first["compiled"]
+
+
+def test_a_gpu_runtime_without_jax_s_plugin_says_which_to_install():
+    """PJRT_DEVICE=CUDA where jax has no CUDA backend: the first tensor made on the device
+    raises at its line, naming jax's plugin at the installed jax's release (on a machine with
+    the plugin and a GPU this test has nothing to show)."""
+    import jax
+    try:
+        jax.devices("cuda")
+        pytest.skip("jax has a CUDA backend here: the error this test checks cannot happen")
+    except RuntimeError:
+        pass
+    proc = python("-c", textwrap.dedent("""
+        import torch, torch_xla
+        import torch_xla.runtime as xr
+        print(xr.device_type())
+        try:
+            torch.ones(2, device="xla")
+        except RuntimeError as e:
+            print(e)
+    """), env={"PJRT_DEVICE": "CUDA"})
+    kind, message = proc.stdout.split("\n", 1)
+    assert kind == "CUDA"
+    assert "PJRT_DEVICE=CUDA selects jax's cuda backend" in message
+    assert f"pip install 'jax[cuda12]=={jax.__version__}'" in message and "nvidia-smi" in message
+
+
+def test_gpu_num_devices_says_how_many_processes_spawn_starts(monkeypatch):
+    """Read without starting the runtime (which would take the GPUs' memory in the parent)."""
+    import torch_xla.distributed.xla_multiprocessing as xmp
+    monkeypatch.setenv("PJRT_DEVICE", "CUDA")
+    monkeypatch.setenv("GPU_NUM_DEVICES", "3")
+    assert xmp._device_count() == 3

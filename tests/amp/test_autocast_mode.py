@@ -53,6 +53,16 @@ def test_torch_xla_autocast_rejects_other_devices():
         torch_xla.amp.autocast(torch.device("cpu"))
 
 
+@pytest.mark.parametrize("kind,default", [("CPU", torch.bfloat16), ("TPU", torch.bfloat16),
+                                          ("CUDA", torch.float16), ("GPU", torch.float16)])
+def test_torch_xla_autocast_defaults_to_the_device_type_s_dtype(monkeypatch, kind, default):
+    """As torch_xla's: float16 on XLA:GPU (PyTorch's CUDA autocast default), bfloat16
+    elsewhere; a dtype given is kept."""
+    monkeypatch.setenv("PJRT_DEVICE", kind)
+    assert torch_xla.amp.autocast(torch.device("xla", 0)).fast_dtype == default
+    assert torch_xla.amp.autocast(torch.device("xla", 0), dtype=torch.bfloat16).fast_dtype == bf16
+
+
 def _train(dev, use_autocast):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).to(dev)

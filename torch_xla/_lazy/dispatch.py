@@ -124,12 +124,12 @@ class _CpuScalar:
 
 def _factory_device(kwargs):
     """The index of the XLA device a factory makes its tensor on; a device the runtime lacks
-    (`xla:7` in a 1-device process) raises here, at the user's line, not when it runs."""
+    (`xla:7` in a 1-device process, or a GPU runtime without jax's plugin) raises here, at the
+    user's line, not when it runs."""
     d = kwargs.get("device")
-    if isinstance(d, torch.device) and d.type == "xla" and d.index:
-        pjrt.jax_device(d.index)
-        return d.index
-    return 0
+    index = d.index or 0 if isinstance(d, torch.device) and d.type == "xla" else 0
+    pjrt.jax_device(index)
+    return index
 
 
 # ---- tracing -----------------------------------------------------------------------------

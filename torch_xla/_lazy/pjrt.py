@@ -1,8 +1,9 @@
 """Devices and buffers: the bridge between XLA device indices and jax's PJRT devices.
 
 Configuration is read once, before jax's backends start: `PJRT_DEVICE` picks the platform
-(CPU by default; CUDA/GPU and TPU where jaxlib has them) and `CPU_NUM_DEVICES` the number
-of XLA CPU devices. 64-bit types are enabled so that int64 and float64 tensors keep their
+(CPU by default; CUDA/GPU and TPU where jax's plugin for them is installed: else starting the
+runtime says which to install), `CPU_NUM_DEVICES` the number of XLA CPU devices and
+`GPU_NUM_DEVICES` how many of the local GPUs a process drives (xmp.spawn: how many processes). 64-bit types are enabled so that int64 and float64 tensors keep their
 dtype on the device.
 """
 import functools
@@ -53,7 +54,14 @@ def jax_devices():
     platform = _PLATFORMS[device_type()]
     wanted = _configure_cpu_devices() if platform == "cpu" else None
     _join_processes(platform)
-    devices = tuple(jax.local_devices(backend=platform))
+    try:
+        devices = tuple(jax.local_devices(backend=platform))
+    except RuntimeError as e:
+        if platform == "cpu":
+            raise
+        raise RuntimeError(_backend_missing(platform, e)) from None
+    if platform == "cuda" and os.environ.get("GPU_NUM_DEVICES"):
+        devices = devices[:int(os.environ["GPU_NUM_DEVICES"])]
     if wanted is not None and len(devices) != wanted:
         raise RuntimeError(
             f"CPU_NUM_DEVICES={wanted} cannot take effect: jax's CPU backend was already started "
@@ -61,6 +69,17 @@ def jax_devices():
             "before anything starts jax, or leave it unset to use the devices jax has.")
     _announce_device_count(len(devices))
     return devices
+
+
+def _backend_missing(platform, error) -> str:
+    """Why PJRT_DEVICE's backend did not start, and how to get it: jax's plugin for it."""
+    version = jax.__version__
+    plugin = (f"jax's CUDA plugin at jax's release: pip install 'jax[cuda12]=={version}' (CUDA 12) "
+              f"or 'jax[cuda13]=={version}' (CUDA 13), and a GPU with its driver visible "
+              "(nvidia-smi lists it)" if platform == "cuda" else
+              f"jax's TPU support: pip install 'jax[tpu]=={version}', on a TPU host")
+    return (f"PJRT_DEVICE={os.environ.get('PJRT_DEVICE')} selects jax's {platform} backend, which "
+            f"jax {version} could not start here ({error}). It needs {plugin}.")
 
 
 def _configure_cpu_devices():

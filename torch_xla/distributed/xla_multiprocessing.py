@@ -41,8 +41,14 @@ def _free_port() -> int:
 
 
 def _device_count() -> int:
-    if pjrt.device_type() == "CPU":
+    """How many processes `spawn` starts: CPU_NUM_DEVICES on the CPU, GPU_NUM_DEVICES on GPUs
+    (read without starting the runtime, which would hold the GPUs' memory in this process),
+    else every local device."""
+    kind = pjrt.device_type()
+    if kind == "CPU":
         return int(os.environ.get("CPU_NUM_DEVICES", "1"))
+    if kind == "CUDA" and os.environ.get("GPU_NUM_DEVICES"):
+        return int(os.environ["GPU_NUM_DEVICES"])
     return len(pjrt.jax_devices())
 
 
