@@ -186,7 +186,10 @@ def test_cholesky_info_is_the_failing_minor(diag, order):
 
 
 def test_singular_inputs():
-    singular = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    # eliminated exactly (multipliers of 1/2 and 1/4), so a zero pivot is 0 in any LAPACK:
+    # `info` 3 factoring A, 2 factoring Aᵀ (as torch 2.9 and 2.10 do in inv_ex). A matrix
+    # needing multipliers of 1/3 leaves MKL a pivot of ~1e-7, and torch's CPU `info` 0.
+    singular = torch.tensor([[4.0, 2.0, 2.0], [2.0, 1.0, 1.0], [1.0, 0.0, 1.0]])
     check_lowered(lambda a: torch.linalg.inv_ex(a)[1], singular)
     check_lowered(lambda a: torch.linalg.lu_factor_ex(a)[2], singular)
     check_lowered(lambda a: tuple(torch.linalg.slogdet(a))[:2], torch.zeros(2, 2))
