@@ -21,6 +21,29 @@ def solve_factors_transpose() -> bool:
     return not torch.equal(aten._linalg_solve_ex(a, torch.eye(2))[1], lu_of_a)
 
 
+@functools.cache
+def dtensor_subclasses_dispatch_themselves() -> bool:
+    """Whether an op on a DTensor subclass overriding `__torch_dispatch__` reaches that
+    override, as in torch 2.9 and 2.12 and newer; torch 2.10 and 2.11 hand every DTensor,
+    subclasses too, to DTensor's own C++ dispatch (pytorch/pytorch#177716), which reads
+    DTensor's `_spec` and `_local_tensor` (this probe has neither: AttributeError there)."""
+    from torch.distributed.tensor import DTensor
+    called = []
+
+    class Probe(DTensor):
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            called.append(func)
+            return torch.empty(1)
+
+    probe = torch.Tensor._make_wrapper_subclass(Probe, (1,), dtype=torch.float32, device="cpu")
+    try:
+        aten.neg.default(probe)
+    except AttributeError:
+        pass
+    return bool(called)
+
+
 # Differences (CPU, delta 8.7) between rounding each step of a Huber loss to the dtype and
 # computing it in float32, rounded once: 59.21875 against 59.25, 25.375 against 25.25.
 _HUBER_PROBES = {"float16": (7.73046875, -3.4296875), "bfloat16": (9.375, 2.265625)}

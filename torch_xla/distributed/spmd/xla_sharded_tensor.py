@@ -7,6 +7,7 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
+from torch_xla._lazy import torch_compat
 from torch_xla._lazy.spmd import mark_sharding as _sharding
 
 
@@ -47,7 +48,9 @@ class XLAShardedTensor(DTensor):
 
     It behaves as `global_tensor`, the whole tensor: ops on it run on `global_tensor` and give
     XLAShardedTensors again. One made to require gradients (`requires_grad=True`) is a leaf
-    of its own: ops on it are recorded on the XLAShardedTensors, and its `.grad` is one.
+    of its own: ops on it are recorded on the XLAShardedTensors, and its `.grad` is one;
+    they run in its `__torch_dispatch__`, which torch 2.10 and 2.11 never call (see
+    `torch_compat.dtensor_subclasses_dispatch_themselves`): there it is refused.
     `local_shards` reads the blocks on this process's devices, `load_local_shards_`
     replaces them.
     """
@@ -56,6 +59,12 @@ class XLAShardedTensor(DTensor):
     @staticmethod
     def __new__(cls, elem: torch.Tensor, mesh_shape=None, partition_spec=None, *args, **kwargs):
         requires_grad = kwargs.get("requires_grad", False)
+        if requires_grad and not torch_compat.dtensor_subclasses_dispatch_themselves():
+            raise NotImplementedError(
+                "an XLAShardedTensor requiring gradients of its own needs torch to run ops on "
+                "it in its __torch_dispatch__, which this torch skips for subclasses of DTensor "
+                "(pytorch/pytorch#177716, fixed in torch 2.12): wrap a tensor requiring "
+                "gradients instead (its .grad is the gradient)")
         r = torch.Tensor._make_wrapper_subclass(
             cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
             dtype=elem.dtype, layout=elem.layout, device=elem.device, requires_grad=requires_grad)
