@@ -387,8 +387,14 @@ def _xla_increment_counter(name: str, n: int = 1) -> None:
 
 
 def _get_xla_tensor_dimension_size(t, dim: int):
-    """Size `dim` of `t` as an int32 tensor on its device (sizes are static here)."""
-    return torch.tensor(t.shape[dim], dtype=torch.int32, device=t.device)
+    """Size `dim` of `t` as an int32 tensor on its device: a bounded dynamic size as the
+    program computes it (nothing read on the host)."""
+    from torch_xla._lazy import dynamic_sizes
+    from torch_xla._lazy.tensor import wrap, to_functional
+    node = dynamic_sizes.node_of(t.shape[dim])
+    if node is None:
+        return torch.tensor(t.shape[dim], dtype=torch.int32, device=t.device)
+    return to_functional(wrap(node.device_value())).to(torch.int32)
 
 
 def _xla_tensors_from_aten(tensors, devices) -> list:

@@ -17,7 +17,7 @@ import jax
 import torch
 from torch._decomp import decomposition_table
 
-from . import counters, eager, pjrt, rng
+from . import counters, dynamic_ops, eager, pjrt, rng
 from .caches import GenerationCache
 from .execution import materialize, to_cpu
 from .fallback import cpu_fallback
@@ -26,7 +26,7 @@ from .lowering import load_all, lookup
 from .lowering.schema import scalar_arguments
 from .meta import cpu_error, meta_outputs
 from .op_rules import has_own_kernel, run_own_kernel
-from .tensor import XLATensor, set_dispatch_entry, wrap
+from .tensor import BoundedXLATensor, XLATensor, set_dispatch_entry, wrap
 from .transfers import from_cpu
 
 aten = torch.ops.aten
@@ -72,7 +72,7 @@ class _Encoding(ArgumentEncoder):
         self.sig, self.device = [], None
 
     def input(self, obj, t):
-        if t is XLATensor:
+        if t is XLATensor or t is BoundedXLATensor:
             v = obj._value
             if v.data is None and v.node is None:
                 raise v.failure()
@@ -194,11 +194,45 @@ def trace(func, lowering, args, kwargs):
 
 
 def _trace_uncached(func, lowering, args, kwargs):
+    bounded = dynamic_ops.has_bounded(args, kwargs)
     if lowering.dynamic_shape:
+        if bounded:  # nonzero of a bounded tensor: of its real part
+            args, kwargs = dynamic_ops.static_args(args, kwargs)
         template, inputs, scalars, device, _ = _encode_call(
             func, args, kwargs, _scalar_flags(func, lowering))
+        source = dynamic_ops.bounded_source(func)
+        if source is not None:
+            return dynamic_ops.source_outputs(source, template, inputs, device)
         return _run_eagerly(lowering, template, inputs, scalars, device)
+    if bounded:
+        return _trace_bounded(func, lowering, args, kwargs)
     return _emit(*_plan_call(func, lowering, args, kwargs))
+
+
+def _trace_bounded(func, lowering, args, kwargs):
+    """A call with bounded dynamic tensors or sizes (`dynamic_ops`): one node of padded
+    values whose outputs keep their sizes symbolic, or, for an op that cannot run padded,
+    the op on the real sizes."""
+    plan = None
+    if not dynamic_ops.runs_static(func):
+        try:
+            plan = dynamic_ops.plan(func, args, kwargs)
+        except NotImplementedError:
+            plan = None
+    if plan is None or dynamic_ops.runs_static(func, plan):
+        return dispatch(func, *dynamic_ops.static_args(args, kwargs))
+    flags = _scalar_flags(func, lowering)
+    cargs, ckwargs = dynamic_ops.concrete_args(args, kwargs, flags)
+    lowering, ckwargs = dynamic_ops.masked(func, lowering, args, kwargs, plan, ckwargs)
+    template, inputs, scalars, device, _ = _encode_call(func, cargs, ckwargs, flags)
+    if lowering.rng:
+        scalars = scalars + (rng.next_seed(device),)
+    present = tuple(a for a in plan.avals if a is not None)
+    node = Node(lowering, template, inputs, scalars, present, plan.origin)
+    values = dynamic_ops.output_values(plan, node, device)
+    if plan.structure == "t":
+        return wrap(values[0])
+    return plan.structure([None if v is None else wrap(v) for v in values])
 
 
 # Plans of calls whose arguments are XLA tensors, numbers, and lists of them, dtypes, devices,

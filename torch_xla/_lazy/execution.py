@@ -34,12 +34,22 @@ from .transfers import read
 
 
 def to_cpu(value: Value) -> torch.Tensor:
-    """`value` computed (with what it needs) and read on the host, after its checks."""
-    materialize([value])
+    """`value` computed (with what it needs) and read on the host, after its checks; a
+    bounded dynamic value (`dynamic_sizes`) computed with its sizes, read to them."""
+    sizes = value.sizes
+    materialize([value] if sizes is None else [value, *_size_leaves(sizes)])
     if value.pending:
         raise value.failure()
     raise_failed_checks((value,))
-    return read(value)
+    out = read(value)
+    if sizes is not None:
+        out = out[tuple(slice(0, int(s)) for s in sizes)]
+    return out
+
+
+def _size_leaves(sizes):
+    """The device scalars bounded sizes are computed from (their SymInts' `leaves()`)."""
+    return [v for s in sizes if not isinstance(s, int) for v in s.node.leaves()]
 
 
 def _run_all(values, checks, held=None, read=True, eager=False):

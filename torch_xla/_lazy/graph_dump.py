@@ -143,7 +143,7 @@ def walk_text(w) -> str:
         extra = [f"{k}={v!r}" for k, v in attributes]
         if node.debug is not None and node.debug[0]:
             extra.append(f"scope={node.debug[0]}")
-        shape = xla_shape(avals)
+        shape = xla_shape(avals, node.bounded)
         lines[("n", i)] = (f"{shape} {ir_op_name(node.op.name)}",
                            f", xla_shape={shape}" + "".join(", " + e for e in extra), tuple(operands))
     return _emit(lines, [name(*ref).key for ref in w.program.roots])

@@ -116,7 +116,7 @@ def value_signature(shape, dtype, device) -> int:
 
 class Node:
     __slots__ = ("op", "template", "inputs", "scalars", "avals", "key", "origin", "type", "hash",
-                 "checks", "debug")
+                 "checks", "debug", "bounded")
 
     def __init__(self, op, template, inputs, scalars, avals, origin=None, key=None,
                  type_number=None):
@@ -145,6 +145,9 @@ class Node:
         self.hash = h
         self.checks = checks
         self.debug = debug_info() if IR_DEBUG[0] else None
+        # per output, the dims padded to a bound whose real size the program computes
+        # (`dynamic_sizes`), for the IR text; None: all static
+        self.bounded = None
         if node_observer is not None:
             node_observer(self)
 
@@ -157,7 +160,7 @@ class Value:
     """`error` is set only on a value whose program failed (then it has neither a node nor
     data): using it raises `failure()`."""
     __slots__ = ("node", "index", "data", "shape", "dtype", "device", "key", "error", "sharding",
-                 "checks", "debug", "as_input", "__weakref__")
+                 "checks", "debug", "as_input", "sizes", "__weakref__")
 
     def __init__(self, shape, dtype, device, node=None, index=0, data=None, key=None):
         self.node = node
@@ -174,6 +177,9 @@ class Value:
         # a buffer some node has read (torch_xla then holds an `xla::device_data` IR node
         # for it, which its debug info shows)
         self.as_input = False
+        # a bounded dynamic value's real sizes (ints and `dynamic_sizes` SymInts; `shape`
+        # holds their bounds, the padded buffer's shape); None: `shape` is its size
+        self.sizes = None
 
     @property
     def pending(self) -> bool:
@@ -286,9 +292,10 @@ def ir_op_name(name: str) -> str:
     return f"{namespace}::{rest.split('.')[0]}" if rest else name
 
 
-def hlo_shape(shape, dtype, layout=False) -> str:
+def hlo_shape(shape, dtype, layout=False, bounded=()) -> str:
     """A shape as XLA writes it: `f32[4,2]`, `c64[4]`, `pred[]`, `bf16[8]` (torch or numpy
-    dtype); with `layout`, the row-major layout after it: `f32[4,2]{1,0}`."""
+    dtype); with `layout`, the row-major layout after it: `f32[4,2]{1,0}`; the dims in
+    `bounded` as XLA writes a bounded dynamic dim: `s64[<=10,2]`."""
     if not isinstance(dtype, torch.dtype):
         dtype = pjrt.to_torch_dtype(dtype)
     name = str(dtype).removeprefix("torch.")
@@ -302,14 +309,15 @@ def hlo_shape(shape, dtype, layout=False) -> str:
         bits = dtype.itemsize * 8
         kind = ("c" if dtype.is_complex else "f" if dtype.is_floating_point else
                 "s" if dtype.is_signed else "u") + str(bits)
-    text = f"{kind}[{','.join(str(d) for d in shape)}]"
+    text = f"{kind}[{','.join(('<=' if i in bounded else '') + str(d) for i, d in enumerate(shape))}]"
     if layout and len(shape):
         text += "{" + ",".join(str(d) for d in reversed(range(len(shape)))) + "}"
     return text
 
 
-def xla_shape(avals) -> str:
+def xla_shape(avals, bounded=None) -> str:
     """A node's outputs as torch_xla writes them: one output's shape with its layout
-    (`f32[2,3]{1,0}`), several as a tuple of them."""
-    shapes = [hlo_shape(s, d, layout=True) for s, d in avals]
+    (`f32[2,3]{1,0}`), several as a tuple of them (`bounded`: `Node.bounded`)."""
+    shapes = [hlo_shape(s, d, layout=True, bounded=bounded[i] if bounded else ())
+              for i, (s, d) in enumerate(avals)]
     return shapes[0] if len(shapes) == 1 else f"({', '.join(shapes)})"

@@ -43,8 +43,13 @@ _CPU_CHECKED = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.badd
                 aten.bucketize.Tensor, aten._scaled_dot_product_flash_attention_for_cpu.default}
 
 
+def _stands_for_xla(obj) -> bool:
+    """An XLA tensor, or a meta tensor standing for one (a bounded tensor at some sizes)."""
+    return isinstance(obj, XLATensor) or (isinstance(obj, torch.Tensor) and obj.is_meta)
+
+
 def _small_stand_in(obj):
-    if isinstance(obj, XLATensor):
+    if _stands_for_xla(obj):
         return torch.ones([min(s, 1) for s in obj.shape], dtype=obj.dtype)
     if isinstance(obj, torch.device) and obj.type == "xla":
         return torch.device("cpu")
@@ -52,7 +57,7 @@ def _small_stand_in(obj):
 
 
 def _full_stand_in(obj):
-    if isinstance(obj, XLATensor):
+    if _stands_for_xla(obj):
         return torch.zeros((), dtype=obj.dtype).expand(obj.shape)
     if isinstance(obj, torch.device) and obj.type == "xla":
         return torch.device("cpu")

@@ -77,11 +77,21 @@ class XLATensor(torch.Tensor):
 run_without_dynamo(XLATensor.__torch_dispatch__)
 
 
+class BoundedXLATensor(XLATensor):
+    """An XLA tensor of bounded dynamic sizes (`Value.sizes`: `dynamic_sizes` SymInts
+    where the size is computed on the device). A class of its own so that the dispatch's
+    fast paths, which test `type(t) is XLATensor`, never see one: every op on it goes the
+    way that keeps its sizes symbolic."""
+    __slots__ = ()
+
+
 def wrap(value: Value) -> XLATensor:
     # positional: (cls, size, strides, storage_offset, memory_format, dtype, layout, device),
     # parsed faster than keywords
-    t = _make_wrapper(XLATensor, value.shape, None, None, None, value.dtype, torch.strided,
-                      _DEVICES[value.device])
+    sizes = value.sizes
+    t = _make_wrapper(XLATensor if sizes is None else BoundedXLATensor,
+                      value.shape if sizes is None else sizes, None, None, None, value.dtype,
+                      torch.strided, _DEVICES[value.device])
     t._value = value
     next(_created)
     _refs.append(_ref(t))

@@ -26,7 +26,7 @@ from .dispatch import engine_op, trace
 from .deferred_checks import defer_check
 from .ir import In, Node, Value
 from .lowering import REGISTRY, Lowering
-from .tensor import XLATensor
+from .tensor import BoundedXLATensor, XLATensor
 
 aten = torch.ops.aten
 _FLAG_AVAL = ((2,), torch.int64)
@@ -138,7 +138,10 @@ def _defer(lowering, tensors, kwargs, op_name, error, out):
 def check_bounds(op_name, indices, bounds, error, out):
     """Raises `error(value, k)`, PyTorch's error, if index tensor k of `indices` holds a
     value outside its bounds (low, high, skip): at once for CPU indices, else deferred
-    (guarding `out`, the op's result)."""
+    (guarding `out`, the op's result). Indices of bounded dynamic sizes (`dynamic_sizes`)
+    are not checked: their padding holds any values."""
+    if any(type(i) is BoundedXLATensor for i in indices):
+        return
     shape = indices[0].shape if len(indices) == 1 else np.broadcast_shapes(*(i.shape for i in indices))
     if 0 in shape:
         return

@@ -249,6 +249,24 @@ def nonzero(x):
     return jnp.stack(jnp.nonzero(x), axis=1).astype(np.int64)
 
 
+def nonzero_bounded(x):
+    """nonzero padded to its bound (one row per element), and its real row count: the
+    bounded dynamic form (`dynamic_sizes`)."""
+    count = jnp.count_nonzero(x).astype(np.int64)
+    if x.ndim == 0:
+        return jnp.zeros((1, 0), np.int64), count
+    parts = jnp.nonzero(x, size=x.size, fill_value=0)
+    return jnp.stack(parts, axis=1).astype(np.int64), count
+
+
+def masked_select_bounded(x, mask):
+    """masked_select padded to its bound (every element), and its real length."""
+    shape = jnp.broadcast_shapes(x.shape, mask.shape)
+    flat = jnp.broadcast_to(mask, shape).reshape(-1)
+    picked = jnp.nonzero(flat, size=flat.shape[0], fill_value=0)[0]
+    return jnp.broadcast_to(x, shape).reshape(-1)[picked], jnp.count_nonzero(flat).astype(np.int64)
+
+
 @lower(aten.nonzero_static.default)
 def nonzero_static(x, size, fill_value=-1):
     if x.ndim == 0:
