@@ -53,7 +53,10 @@ def test_a_process_killed_in_an_async_save_leaves_the_last_checkpoint_to_restore
     assert saved.returncode == -9, saved.stdout[-2000:] + saved.stderr[-4000:]
     assert sorted(os.listdir(tmp_path)) == ["0", "1", "expected.pt"]
     restored = python("-m", "tests.distributed._spmd_ckpt_kill", "restore", tmp_path, env=env)
-    assert restored.stdout.split() == ["restored"], restored.stdout[-2000:] + restored.stderr[-4000:]
+    # less the lines torch 2.9 and 2.10's gloo prints on stdout for each process group it
+    # connects ("[Gloo] Rank 0 is connected to 0 peer ranks. ...")
+    printed = [line for line in restored.stdout.splitlines() if not line.startswith("[Gloo] ")]
+    assert printed == ["restored"], restored.stdout[-2000:] + restored.stderr[-4000:]
 
 
 def test_hybrid_mesh_places_a_tpu_slices_devices_by_their_torus_coordinates():
