@@ -380,10 +380,3 @@ def node_of(size):
     node = getattr(size, "node", None) if isinstance(size, torch.SymInt) else None
     return node if isinstance(node, DynamicSize) else None
 
-
-def bound(size) -> int:
-    """The padded length of a dim of `size` (an int or a dynamic SymInt)."""
-    node = node_of(size)
-    if node is not None:
-        return node.upper_bound
-    return int(size)
