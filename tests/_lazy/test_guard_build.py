@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
-from tests.fresh_process import TIMEOUT, start
+from tests.fresh_process import TIMEOUT, python, start
 from torch_xla._lazy import device_guard, guard_build
 
 _IMPORT = """
@@ -99,3 +99,21 @@ def test_setup_py_loads_the_build_module_on_its_own():
     spec.loader.exec_module(module)
     source = path.with_name("device_hooks.cpp")
     assert module.library_stem(torch.__version__, str(source)) == device_guard.library_stem()
+
+
+def test_the_extensions_root_is_pytorchs(monkeypatch):
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    assert os.path.dirname(guard_build.directory()) == cpp_extension.get_default_build_root()
+
+
+def test_a_compiled_guard_loads_with_no_compiler_and_no_cpp_extension(tmp_path):
+    """The library this process compiled (or found) is loaded by an import that finds no
+    compiler, which never imports torch.utils.cpp_extension (on a CUDA build of torch where no
+    GPU is, that import warns about CUDA_HOME)."""
+    assert os.path.exists(guard_build.library_path(device_guard.library_stem()))
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    proc = python("-c", "import sys, torch_xla; from torch_xla._lazy import device_guard; "
+                  "print(device_guard.route, 'torch.utils.cpp_extension' in sys.modules)",
+                  env=dict(PATH=bare, CXX=tmp_path / "missing-c++"))
+    assert proc.stdout.split() == ["compiled", "False"], proc.stderr[-4000:]

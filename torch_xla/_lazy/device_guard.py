@@ -10,8 +10,9 @@ and bring the sparse refusal below):
   and source (`pip install --no-build-isolation .` or `python setup.py build_ext --inplace`
   in an environment with torch and a C++ compiler). No compiler at import.
 - compiled now: device_hooks.cpp compiled by torch.utils.cpp_extension where a C++ compiler
-  and ninja are found (seconds, once; cached in TORCH_EXTENSIONS_DIR; `guard_build` makes sure
-  an interrupted build blocks no later import and a half-written library is never loaded).
+  and ninja are found (seconds, once; cached in TORCH_EXTENSIONS_DIR, and loaded from there
+  later with no compiler and no cpp_extension; `guard_build` makes sure an interrupted build
+  blocks no later import and a half-written library is never loaded).
 - python: PyTorch's own Python-backed guard (`torch._C._acc.DeviceGuard`, made for PrivateUse1
   backends), registered for PrivateUse1 and moved into XLA's slot. No compiler at all; its
   current device is always index 0 and it counts one device, so only xla:0 can run backward.
@@ -98,9 +99,14 @@ def _compiler() -> str:
     return os.environ.get("CXX", "c++")
 
 
-def _compile_now() -> bool:
+def _can_compile() -> bool:
+    # cpp_extension imported only to compile: see guard_build.directory
     import torch.utils.cpp_extension as cpp_extension
-    if not shutil.which(_compiler()) or not cpp_extension.is_ninja_available():
+    return bool(shutil.which(_compiler())) and cpp_extension.is_ninja_available()
+
+
+def _compile_now() -> bool:
+    if not os.path.exists(guard_build.library_path(library_stem())) and not _can_compile():
         _failures.append(f"no C++ compiler ({_compiler()}) and ninja to compile it now")
         return False
     try:

@@ -47,9 +47,13 @@ def timeout() -> float:
 
 def directory() -> str:
     """This package's folder in PyTorch's extensions root, one per Python release (the
-    library's name holds the torch release and the source's digest)."""
-    import torch.utils.cpp_extension as cpp_extension
-    root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
+    library's name holds the torch release and the source's digest). The root is found as
+    `cpp_extension.get_default_build_root` finds it, without importing cpp_extension: its
+    import warns, on a CUDA build of torch where no GPU is, about a CUDA_HOME this library
+    never uses."""
+    from torch import _appdirs
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.realpath(
+        _appdirs.user_cache_dir(appname="torch_extensions"))
     return os.path.join(root, f"torch_xla_jax_py{sys.version_info.major}{sys.version_info.minor}")
 
 
