@@ -58,6 +58,10 @@ class Mesh:
         _check(all(0 <= d < len(ids) for d in ids),
                f"Device IDs must be less than mesh size ({len(ids)}), got: {ids}")
         self.device_ids = ids
+        # also as Python ints, which code dynamo traces reads (`_mark`): torch 2.9's dynamo
+        # makes a numpy array read in an autograd.Function's forward a tensor, and fails on
+        # its `.tolist()`
+        self._device_id_list = [int(i) for i in ids]
         self.mesh_shape = tuple(int(d) for d in mesh_shape)
         self.axis_names = None if axis_names is None else tuple(axis_names)
 
@@ -212,7 +216,7 @@ def _mark(t, mesh, partition_spec) -> bool:
     AOTAutograd), the op `xla::dynamo_mark_sharding` in its graph (then True)."""
     captured = torch.compiler.is_compiling() or isinstance(t, (FakeTensor, FunctionalTensor))
     if captured:
-        torch.ops.xla.dynamo_mark_sharding(t, mesh.device_ids.flatten().tolist(),
+        torch.ops.xla.dynamo_mark_sharding(t, mesh._device_id_list,
                                            list(mesh.mesh_shape), repr(mesh.axis_names),
                                            repr(tuple(partition_spec)))
     else:
