@@ -6,9 +6,24 @@ the float32 stack's, in this one run: `<variant>/f32` is the median ratio of nei
 blocks' step times (below 1: faster than float32). `<variant>_weight_MB` is the weights'
 size, `<variant>_rel_err` the largest error of its output relative to float32's.
 
+With --upstream-python (the python of a venv with upstream torch_xla 2.9.0) the same workload
+also runs under upstream torch_xla's XlaQuantizedLinear, in a subprocess kept alive for the
+run (PJRT_DEVICE=CPU: upstream's wheel has no CUDA plugin; this tree off its path). The
+rounds alternate, ours then upstream's, so that a loaded machine weighs on both alike; each
+side's ratios are to its own float32 stack measured in the same round, and each figure is
+its median over the rounds. `quantized_matmul_ours/upstream` gives the medians over the
+rounds of the step times' ratio of the two sides (`<variant>_ms`), measured in different
+processes at different moments: noisier than the ratios within a side.
+
     python benchmarks/quantized_matmul.py [--width 1024] [--layers 4] [--batch 16]
+        [--upstream-python PY] [--rounds N]
 """
 import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -65,6 +80,82 @@ def weight_megabytes(model):
     return sum(t.numel() * t.element_size() for t in model.state_dict().values()) / 2 ** 20
 
 
+class Workload:
+    """The float32, int8 and bfloat16 stacks and their inputs on this process's XLA device."""
+
+    def __init__(self, a):
+        self.a = a
+        dev = torch_xla.device()
+        torch.manual_seed(0)
+        weights = [torch.randn(a.width, a.width) / a.width ** 0.5 for _ in range(a.layers)]
+        x = torch.randn(a.batch, a.width)
+        f32 = float_stack(weights, torch.float32).to(dev)
+        self.baseline, self.f32_out = timed(f32, x.to(dev))
+        self.fixed = {"device": xm.xla_device_hw(dev), "f32_weight_MB": weight_megabytes(f32)}
+        self.variants = {}
+        for name, model, dtype in (
+                ("int8", int8_stack(weights).to(dev), torch.float32),
+                ("bf16", float_stack(weights, torch.bfloat16).to(dev), torch.bfloat16)):
+            self.variants[name] = (*timed(model, x.to(dev, dtype)), weight_megabytes(model))
+
+    def round(self):
+        """One round's figures: each variant in blocks alternating with the float32 stack."""
+        figures = dict(self.fixed)
+        for name, (variant, out, megabytes) in self.variants.items():
+            variant_t, f32_t, ratio = alternating_times(variant, self.baseline,
+                                                        blocks=self.a.blocks,
+                                                        steps_per_block=self.a.steps_per_block)
+            expected = self.f32_out[0].cpu()
+            error = (out[0].cpu().float() - expected).abs().max() / expected.abs().max()
+            figures.update({f"{name}_ms": variant_t * 1e3, f"{name}/f32": ratio,
+                            f"{name}_weight_MB": megabytes, f"{name}_rel_err": float(error)})
+            figures["f32_ms"] = min(figures.get("f32_ms", float("inf")), f32_t * 1e3)
+        return figures
+
+
+ROUND = "ROUND "  # marks the server's result lines among whatever else torch_xla prints
+
+
+def serve(a):
+    """Builds the workload, then runs one round per line read from stdin, each round's figures
+    one JSON line on stdout."""
+    work = Workload(a)
+    for _ in sys.stdin:
+        print(ROUND + json.dumps(work.round()), flush=True)
+
+
+class Upstream:
+    """This script under upstream torch_xla, serving rounds (`serve`) from a subprocess."""
+
+    def __init__(self, python, argv):
+        root = str(pathlib.Path(__file__).resolve().parent.parent)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("XLA_", "PJRT_", "PT_XLA_", "TPU_", "CPU_NUM_", "TORCH_XLA"))}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                            if p and pathlib.Path(p).resolve() != pathlib.Path(root))
+        env["PJRT_DEVICE"] = "CPU"
+        self.proc = subprocess.Popen([python, __file__, "--serve", *argv], env=env, cwd="/",
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def round(self):
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith(ROUND):
+                return json.loads(line[len(ROUND):])
+        raise RuntimeError(f"upstream's side ended (exit status {self.proc.wait()})")
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def medians(rounds):
+    """Each figure's median over the rounds (the first round's value where it is no number)."""
+    return {k: sorted(r[k] for r in rounds)[len(rounds) // 2]
+            if isinstance(v, float) else v for k, v in rounds[0].items()}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--width", type=int, default=1024)
@@ -72,26 +163,31 @@ def main():
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--blocks", type=int, default=5)
     p.add_argument("--steps-per-block", type=int, default=10)
+    p.add_argument("--upstream-python", help="python of a venv with upstream torch_xla 2.9.0")
+    p.add_argument("--rounds", type=int, help="default 3 with --upstream-python, else 1")
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
-    dev = torch_xla.device()
-    torch.manual_seed(0)
-    weights = [torch.randn(a.width, a.width) / a.width ** 0.5 for _ in range(a.layers)]
-    x = torch.randn(a.batch, a.width)
-    f32 = float_stack(weights, torch.float32).to(dev)
-    baseline, f32_out = timed(f32, x.to(dev))
-    figures = {"f32_weight_MB": weight_megabytes(f32)}
-    for name, model, dtype in (("int8", int8_stack(weights).to(dev), torch.float32),
-                               ("bf16", float_stack(weights, torch.bfloat16).to(dev), torch.bfloat16)):
-        variant, out = timed(model, x.to(dev, dtype))
-        variant_t, f32_t, ratio = alternating_times(variant, baseline, blocks=a.blocks,
-                                                    steps_per_block=a.steps_per_block)
-        expected = f32_out[0].cpu()
-        error = (out[0].cpu().float() - expected).abs().max() / expected.abs().max()
-        figures.update({f"{name}_ms": variant_t * 1e3, f"{name}/f32": ratio,
-                        f"{name}_weight_MB": weight_megabytes(model),
-                        f"{name}_rel_err": float(error)})
-        figures["f32_ms"] = min(figures.get("f32_ms", float("inf")), f32_t * 1e3)
-    report("quantized_matmul", figures)
+    if a.serve:
+        return serve(a)
+    # the upstream side gets the workload's arguments only
+    shape = [x for k in ("width", "layers", "batch", "blocks", "steps_per_block")
+             for x in (f"--{k.replace('_', '-')}", str(getattr(a, k)))]
+    upstream = Upstream(a.upstream_python, shape) if a.upstream_python else None
+    work = Workload(a)
+    ours, theirs = [], []
+    try:
+        for _ in range(a.rounds or (3 if upstream else 1)):
+            ours.append(work.round())
+            if upstream:
+                theirs.append(upstream.round())
+    finally:
+        if upstream:
+            upstream.close()
+    report("quantized_matmul", medians(ours))
+    if upstream:
+        report("quantized_matmul_upstream", medians(theirs))
+        report("quantized_matmul_ours/upstream", medians(
+            [{k: o[k] / t[k] for k in o if k.endswith("_ms")} for o, t in zip(ours, theirs)]))
 
 
 if __name__ == "__main__":
