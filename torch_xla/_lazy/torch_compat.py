@@ -61,6 +61,16 @@ def huber_loss_rounds_each_step(dtype_name: str) -> bool:
     return not torch.equal(each, once.to(dtype))
 
 
+@functools.cache
+def arange_int64_length_truncated() -> bool:
+    """Whether an int64 `arange` with bounds or a step that are not integers gets its length
+    from the bounds and step truncated to integers, as torch 2.13 and older do (0, 5, 1.5:
+    5 values), rather than from their ratio in double (4 values: torch 2.14 and newer, where
+    only integer arguments get the truncated rule). The values use the truncated step in
+    both."""
+    return torch.arange(0, 5, 1.5, dtype=torch.int64, device="meta").shape[0] == 5
+
+
 # Ops whose meta kernel cannot run on meta tensors in some admitted torch release, though the
 # op's outputs do not depend on values: torch 2.9's `bucketize.Scalar` reads its boundaries
 # with `.item()`. Their output shapes and dtypes come from a stand-in call given here.

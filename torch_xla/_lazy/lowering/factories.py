@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from .. import pjrt
+from .. import pjrt, torch_compat
 from . import aten, lower
 from ._types import cast, is_float, result_type
 
@@ -86,11 +86,14 @@ def new_full(x, size, fill_value, dtype=None, **_):
 @lower(aten.arange.start_step, aten.arange.start, aten.arange.default, static_scalars=True)
 def arange(*args, dtype=None, **_):
     """PyTorch's kernel: start + i * step in double, or in int64 after truncating the bounds
-    for integer results; its length rule differs for int64 and the other dtypes."""
+    for integer results; an int64 result's length is the truncated arguments' (C's integer
+    division) where all are integers, or where this torch truncates them for int64
+    (`torch_compat.arange_int64_length_truncated`), else ceil((end - start) / step)."""
     start, end, step = (0, args[0], 1) if len(args) == 1 else (tuple(args) + (1,))[:3]
+    integers = all(isinstance(a, (int, bool)) for a in args)
     out = pjrt.to_jax_dtype(dtype) if dtype is not None else (
-        np.dtype(np.int64) if all(isinstance(a, (int, bool)) for a in args) else _dtype(None))
-    if out == np.int64:
+        np.dtype(np.int64) if integers else _dtype(None))
+    if out == np.int64 and (integers or torch_compat.arange_int64_length_truncated()):
         start, end, step = int(start), int(end), int(step)
         span = end - start + step - (step > 0) + (step < 0)
         n = abs(span) // abs(step) if (span > 0) == (step > 0) else 0  # C's truncation
