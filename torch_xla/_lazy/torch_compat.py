@@ -71,6 +71,16 @@ def arange_int64_length_truncated() -> bool:
     return torch.arange(0, 5, 1.5, dtype=torch.int64, device="meta").shape[0] == 5
 
 
+@functools.cache
+def linspace_in_float32(dtype_name: str) -> bool:
+    """Whether the CPU's `linspace` of float16 or bfloat16 (`dtype_name`) computes in float32
+    from the bounds rounded to the dtype and rounds once, as torch 2.15 does, rather than
+    computing in the dtype itself (torch 2.14 and older)."""
+    dtype = getattr(torch, dtype_name)
+    once = torch.linspace(-1, 7, 13, dtype=torch.float32).to(dtype)
+    return torch.equal(torch.linspace(-1, 7, 13, dtype=dtype), once)
+
+
 # Ops whose meta kernel cannot run on meta tensors in some admitted torch release, though the
 # op's outputs do not depend on values: torch 2.9's `bucketize.Scalar` reads its boundaries
 # with `.item()`. Their output shapes and dtypes come from a stand-in call given here.

@@ -128,11 +128,12 @@ def kaiser_window(window_length, periodic=True, beta=12.0, dtype=None, **_):
     return window[:window_length].astype(out)
 
 
-def linspace_values(start, end, steps, dtype):
+def linspace_values(start, end, steps, dtype, step_t=None):
     """PyTorch's linspace values, computed from start for the first half and from end for
-    the second: in the result dtype for floats, in double after truncating the bounds for
-    integers."""
-    step_t = dtype if is_float(dtype) else np.dtype(np.float64)
+    the second, the bounds rounded to `dtype` first: in `step_t` if given, else in the
+    result dtype for floats, in double after truncating the bounds for integers."""
+    if step_t is None:
+        step_t = dtype if is_float(dtype) else np.dtype(np.float64)
     start, end = cast(cast(start, dtype), step_t), cast(cast(end, dtype), step_t)
     if steps == 1:
         return jnp.reshape(start, (1,))
@@ -144,12 +145,17 @@ def linspace_values(start, end, steps, dtype):
 
 @lower(aten.linspace.default)
 def linspace(start, end, steps, dtype=None, **_):
-    """Without a dtype: complex bounds give the default complex dtype, others the default."""
+    """Without a dtype: complex bounds give the default complex dtype, others the default.
+    float16 and bfloat16 are computed in float32 where this torch does so
+    (`torch_compat.linspace_in_float32`)."""
     if dtype is None and any(jnp.iscomplexobj(v) for v in (start, end)):
         dtype = np.dtype(np.complex128 if _dtype(None) == np.float64 else np.complex64)
     else:
         dtype = _dtype(dtype)
-    return linspace_values(start, end, steps, dtype).astype(dtype)
+    step_t = None
+    if dtype.name in ("float16", "bfloat16") and torch_compat.linspace_in_float32(dtype.name):
+        step_t = np.dtype(np.float32)
+    return linspace_values(start, end, steps, dtype, step_t).astype(dtype)
 
 
 @lower(aten.logspace.default)
