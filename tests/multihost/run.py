@@ -224,11 +224,14 @@ def faults(hosts, state):
     ck = os.path.join(state["tmp"], "faults")
     took, named = _kill_at_step(hosts, ck, victim=1)
     again = _result(_wait(torchrun(hosts, 2, 1, "spmd.py", "--steps", "6", "--ckpt", ck, devices=4))[0])
-    if again["restored"] != 2:
-        raise Failed(f"the restarted job resumed from step {again['restored']}, not 2")
-    _agree("restarted from the last checkpoint vs never interrupted", again["fsdp"], ref["fsdp"][3:])
+    # the kill races with step 3 (announced before it runs): on a loaded machine the victim
+    # may finish the step and its checkpoint first; either last checkpoint is a right one
+    if again["restored"] not in (2, 3):
+        raise Failed(f"the restarted job resumed from step {again['restored']}, not 2 (or 3)")
+    _agree("restarted from the last checkpoint vs never interrupted", again["fsdp"],
+           ref["fsdp"][again["restored"] + 1:])
     return (f"host 1 killed at step 3: host 0 failed after {took:.0f} s with '{named}'; "
-            f"restarted from step 2, losses = the uninterrupted run's")
+            f"restarted from step {again['restored']}, losses = the uninterrupted run's")
 
 
 def coordinator_lost(hosts, state):
