@@ -46,7 +46,7 @@ import torch.nn.functional as F  # noqa: E402
 import torch_xla.core.xla_model as xm  # noqa: E402
 import mlp  # noqa: E402
 import transformer  # noqa: E402
-from common import last_torch_xla_program, program_flops, report  # noqa: E402
+from common import best_of, last_torch_xla_program, program_flops, report  # noqa: E402
 
 
 def _matmul_peak(dtype):
@@ -63,13 +63,9 @@ def _matmul_peak(dtype):
 
 
 def _best(fn, repeat=5):
+    """`common.best_of` after one warm-up call (the first compiles)."""
     fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return best_of(fn, repeat)
 
 
 def alternate(contestants, blocks, steps):
