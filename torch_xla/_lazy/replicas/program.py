@@ -135,7 +135,6 @@ class GraphsDiffer(RuntimeError):
     """The threads' replicas posted different graphs at one round of their `Meeting`."""
 
 
-CollectiveTimeout = peer_watch.CollectiveTimeout
 _waiting = []  # (outputs, name) of the last program spanning the processes, not known finished
 _executor = []
 _spanning_runs = [0]  # programs spanning the processes this process has run
