@@ -149,11 +149,13 @@ def matmul_peak(n=2048):
 
 
 def program_flops(compiled) -> float:
-    """The floating-point operations of one run of a compiled program (XLA's cost analysis)."""
+    """The floating-point operations of one run of a compiled program (XLA's cost analysis),
+    on all its devices: the analysis counts one device's part of a program over several."""
     cost = compiled.cost_analysis()
     if isinstance(cost, (list, tuple)):
         cost = cost[0]
-    return float(cost.get("flops", 0.0))
+    shardings = jax.tree.leaves(compiled.output_shardings)
+    return float(cost.get("flops", 0.0)) * (len(shardings[0].device_set) if shardings else 1)
 
 
 def flop_rate(flops, step_seconds):

@@ -42,10 +42,12 @@ runpy.run_path(path, run_name="__main__")
 """
 
 
-def _environment(side):
+def environment(side, devices=1):
+    """The environment of a run on `side` ("ours": this repository on the path; else
+    upstream's venv alone), on `devices` CPU devices, no other torch_xla setting."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("XLA_", "PJRT_", "PT_XLA_", "TPU_", "CPU_NUM_", "TORCH_XLA"))}
-    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")
+    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES=str(devices))
     if side == "ours":
         env["PYTHONPATH"] = str(ROOT)
     else:
@@ -61,7 +63,7 @@ def run_file(side, python, test_dir, path, args, timeout):
         start = time.perf_counter()
         try:
             proc = subprocess.run([python, "-c", _WRAPPER, out, str(file), *args],
-                                  cwd=file.parent, env=_environment(side),
+                                  cwd=file.parent, env=environment(side),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                   timeout=timeout)
             code, stderr = proc.returncode, proc.stderr
