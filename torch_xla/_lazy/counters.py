@@ -171,8 +171,10 @@ def op_metric(name: str):
 
 
 def fold_if_many() -> None:
-    if any(len(pending) > _FOLD_AT for pending in _unfolded.values()):
-        _fold()
+    for pending in _unfolded.values():  # (no generator: called at every launch)
+        if len(pending) > _FOLD_AT:
+            _fold()
+            return
 
 
 def _fold() -> None:

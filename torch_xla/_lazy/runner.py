@@ -230,8 +230,11 @@ def lookup(key, placement):
 
 def reused(executable) -> Executable:
     """`executable`, found again by its caller without a look-up (counted as `CachedCompile`)."""
-    counters.count("CachedCompile")
+    next(_cached_compile)
     return executable
+
+
+_cached_compile = counters.op_counter("CachedCompile")  # (an eager op's relaunch counts one)
 
 
 def is_cached(executable) -> bool:
@@ -291,23 +294,31 @@ def execute(executable, *args, timed_as="ExecuteTime", span="ExecuteComputation"
         executable.unmet = False
     if analysed and executable.analysis is not None and graph_analysis.level() >= 2:
         graph_analysis.executed(executable)
-    start = time.perf_counter_ns()
-    with trace_spans.span(span):
+    start = _clock()
+    if trace_spans.recording():
+        with trace_spans.span(span):
+            outputs = executable.compiled(*args)
+    else:
         outputs = executable.compiled(*args)
-    launched = time.perf_counter_ns() - start
+    launched = _clock() - start
     if _running:
         time_finished_runs()
-    last = outputs
-    while isinstance(last, (list, tuple)) and last:  # (nested outputs: the last array)
-        last = last[-1]
-    if timed_as == "ExecuteTime" and isinstance(last, jax.Array):
-        token = counters.sample_amendable(timed_as, launched)
-        with _running_lock:
-            _running.append([weakref.ref(last), start, token, start + launched, False])
-    else:
-        counters.sample(timed_as, launched)
+    if timed_as == "ExecuteTime":
+        last = outputs
+        while isinstance(last, (list, tuple)) and last:  # (nested outputs: the last array)
+            last = last[-1]
+        if isinstance(last, jax.Array):
+            token = counters.sample_amendable(timed_as, launched)
+            with _running_lock:
+                _running.append([weakref.ref(last), start, token, start + launched, False])
+            counters.fold_if_many()
+            return outputs
+    counters.op_metric(timed_as)((start, launched))  # (an eager op's launch: sampled as ops are)
     counters.fold_if_many()
     return outputs
+
+
+_clock = time.perf_counter_ns
 
 
 # Programs launched and not yet seen done: [a weak reference to an output, the launch's
