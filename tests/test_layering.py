@@ -29,7 +29,7 @@ STAGES = (
     ("torch_xla._lazy.jax_functions",),
     ("torch_xla._lazy.dispatch",),
     ("torch_xla._lazy.meta", "torch_xla._lazy.fallback", "torch_xla._lazy.eager",
-     "torch_xla._lazy.dynamic_ops", "torch_xla._lazy.dynamic_sizes"),
+     "torch_xla._lazy.eager_fused", "torch_xla._lazy.dynamic_ops", "torch_xla._lazy.dynamic_sizes"),
     ("torch_xla._lazy.graph_capture.compiled", "torch_xla._lazy.graph_capture.export",
      "torch_xla._lazy.graph_capture.dynamo_config", "torch_xla._lazy.graph_capture.fake_fallback"),
     ("torch_xla._lazy.graph_capture", "torch_xla._lazy.graph_capture.decompose"),

@@ -93,13 +93,14 @@ def has_deferred_checks(device) -> bool:
 
 def _take(checks, devices):
     """The checks in `checks` (a queue) of values on `devices` (None: every device), taken
-    off that queue; those a read of a value already read are left out."""
+    off that queue; those a read of a value already read (and raised, if failed) are left
+    out."""
     if not checks:
         return []
     with _checks_lock:
         taken = [c for c in checks if devices is None or c.device in devices]
         checks[:] = [c for c in checks if not (devices is None or c.device in devices)]
-    return [c for c in taken if c.check is not None]
+    return [c for c in taken if c.check is not None or (c.error is not None and not c.raised)]
 
 
 def take_deferred(devices=None):
@@ -130,15 +131,17 @@ def computed(checks, read: bool) -> None:
             _launched.extend(done)
 
 
-def read_checks(checks) -> None:
+def read_checks(checks, raise_failed=True) -> None:
     """Reads `checks` on their computed values; the first failing one not yet raised (by a
-    read of a value it checked) raises once all were read."""
-    failed = None
-    for c in checks:
-        if c.read() is not None and not c.raised and failed is None:
-            failed = c
-    if failed is not None:
-        failed.raise_error()
+    read of a value it checked) raises once all were read. Without `raise_failed`, the
+    failed ones go back on the launched queue, for the next sync to raise (a read of a value
+    one checked raises it first)."""
+    failed = [c for c in checks if c.read() is not None and not c.raised]
+    if failed and not raise_failed:
+        with _checks_lock:
+            _launched.extend(failed)
+    elif failed:
+        failed[0].raise_error()
 
 
 def raise_failed_checks(values) -> None:

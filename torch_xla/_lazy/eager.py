@@ -1,34 +1,48 @@
-"""Eager mode: each op the user calls runs as it returns, one small program per op.
+"""Eager mode: each op the user calls is computed without a sync; its errors raise at the op.
 
-With eager mode on (`torch_xla.experimental.eager_mode(True)`), the dispatch entry traces
-an op as always and then runs what its outputs need at once (`run_outputs`), as one
-program; the op's own decomposition, the ops a kernel calls inside the engine, stay in
-that one program (only the outermost dispatch on a thread runs its outputs). Programs are
-cached by the graph's structure, as every program is, so a loop of the same ops compiles
-each op once; their compilations and runs are counted as `EagerOpCompileTime` and
-`EagerOpExecuteTime` (not `CompileTime`/`ExecuteTime`). A value check (an index out of
-range) is read at the op, so it raises there.
+Two ways to run it. Fused (the default, `eager_fused`): ops are traced and run as fused
+programs cut where steps repeat. Op by op (upstream torch_xla's eager mode: `op_by_op=True`,
+XLA_EAGER_OP_BY_OP=1 or XLA_USE_EAGER_DEBUG_MODE=1): the dispatch entry traces an op as always
+and then runs what its outputs need at once (`run_outputs`), as one program; the op's own
+decomposition, the ops a kernel calls inside the engine, stay in that one program (only the
+outermost dispatch on a thread runs its outputs). Programs are cached by the graph's
+structure, as every program is, so a loop of the same ops compiles each op once; their
+compilations and runs are counted as `EagerOpCompileTime` and `EagerOpExecuteTime` (not
+`CompileTime`/`ExecuteTime`). A value check (an index out of range) is read at the op, so it
+raises there.
 
 The mode is one setting for the process, as in torch_xla; `torch_xla.compile` turns it off
 while its function is traced.
 """
+import os
 import threading
 import weakref
 
-from . import deferred_checks, execution, graph_program, graph_save, pjrt, runner
+from . import deferred_checks, eager_fused, execution, graph_program, graph_save, pjrt, runner
 from .tensor import XLATensor
 
 ON = [False]  # the setting, read by the dispatch entry at each op
+OP_BY_OP = [os.environ.get("XLA_EAGER_OP_BY_OP", "0") == "1"
+            or os.environ.get("XLA_USE_EAGER_DEBUG_MODE", "0") == "1"]
 _depth = threading.local()  # per thread: an op of this thread is being dispatched
 
 
-def set_enabled(enable: bool) -> None:
+def set_enabled(enable: bool, op_by_op=None) -> None:
+    """Eager mode on or off; `op_by_op` (None: as it was) picks how it runs."""
     ON[0] = bool(enable)
-    execution.time_as_eager(enable)
+    if op_by_op is not None:
+        OP_BY_OP[0] = bool(op_by_op)
+    execution.time_as_eager(ON[0] and OP_BY_OP[0])
+    eager_fused.set_enabled(ON[0] and not OP_BY_OP[0])
 
 
 def enabled() -> bool:
     return ON[0]
+
+
+def op_by_op() -> bool:
+    """Whether eager mode, when on, runs each op as its own program."""
+    return OP_BY_OP[0]
 
 
 def outermost() -> bool:
@@ -37,14 +51,21 @@ def outermost() -> bool:
 
 
 def call(dispatch, func, args, kwargs):
-    """`dispatch(func, args, kwargs)` as the outermost dispatch of the thread, then the
-    pending values of its outputs and arguments run (an op may write an argument its
-    schema does not mark: batch norm's running statistics)."""
+    """`dispatch(func, args, kwargs)` as the outermost dispatch of the thread; then, op by
+    op, the pending values of its outputs and arguments run (an op may write an argument its
+    schema does not mark: batch norm's running statistics), or, fused, the op is counted
+    towards the next cut."""
+    fused = not OP_BY_OP[0]
+    if fused:
+        eager_fused.before_op()
     _depth.inside = True
     try:
         out = dispatch(func, args, kwargs)
     finally:
         _depth.inside = False
+    if fused:
+        eager_fused.after_op()
+        return out
     values = _pending_values(args, _pending_values(out, []))
     if values:
         _run(values)

@@ -80,15 +80,28 @@ def materialize(values, eager=False, donate=False):
     """Runs what is needed to give every value in `values` a buffer (one program per device),
     with the deferred checks of those devices (`eager`, and what it returns: `_run_all`); with
     `donate`, the programs take the buffers users marked for donation (`donation`), and those
-    alone."""
+    alone. In fused eager mode (`fuse_reads`) the program computes every live pending tensor
+    of those devices with them: what the program does not take stays pending, and a later
+    program would compute it again from the start."""
     groups = _pending_by_device(values)
     if not groups:
         return None
     if pjrt.is_spmd():
         manual.check_readable(values)
+    if _fused[0]:
+        values = list(values) + _live_pending(groups, values)
+        cuts[0] += 1
     held = donation.OnlyDonors() if donate else None
     return _run_all(list(values), take_launched(groups.keys()) + take_deferred(groups.keys()),
                     held, eager=eager)
+
+
+def _live_pending(devices, values):
+    """The pending values of live tensors on `devices`, less `values` (and, under SPMD,
+    those in manual sharding mode, which exist only inside a program)."""
+    given = {id(v) for v in values}
+    live = [v for v in live_values() if v.node is not None and v.device in devices and id(v) not in given]
+    return manual.outside_regions(live, set())[0] if pjrt.is_spmd() else live
 
 
 def mark_step(device=None, wait=False) -> None:
@@ -96,6 +109,17 @@ def mark_step(device=None, wait=False) -> None:
     no live tensor holds any more and those marked for donation. On a DataParallel thread
     it covers that thread's device. With `wait`, returns once the programs have run."""
     counters.count("MarkStep")
+    run_live(device)
+    if wait:
+        wait_device_ops()
+
+
+def run_live(device=None, raise_earlier=True) -> None:
+    """`mark_step`'s work, not counted as a step: runs every live pending tensor (on
+    `device`; None: this thread's device, or every device), then reads the checks of the
+    programs launched before. A failed one raises now, or with `raise_earlier=False` (fused
+    eager mode's cuts, `eager_fused`) where a value it checked is read, or at the next sync."""
+    cuts[0] += 1
     if device is None:
         device = pjrt.thread_device()
     devices = None if device is None else (device,)
@@ -112,9 +136,7 @@ def mark_step(device=None, wait=False) -> None:
             gc.collect()
         _run_all(*_step_roots(device, devices), read=False)
     with counters.timed("DeviceLockWait"):  # the wait for the step before (its checks)
-        read_checks(earlier)
-    if wait:
-        wait_device_ops()
+        read_checks(earlier, raise_earlier)
 
 
 _collecting = threading.Lock()
@@ -176,6 +198,14 @@ def _run(values, held=None, eager=False):
 
 
 _eager_mode = [False]  # eager mode is on: every program runs as part of an eager op
+_fused = [False]  # fused eager mode is on: a read runs every live pending tensor (`materialize`)
+cuts = [0]  # how many times every live pending tensor was run: fused eager mode counts from it
+
+
+def fuse_reads(enable: bool) -> None:
+    """Whether a program run for a read also computes every live pending tensor of its
+    device (`materialize`), as fused eager mode's cut at a host read (`eager_fused`)."""
+    _fused[0] = bool(enable)
 
 
 def time_as_eager(enable: bool) -> None:
@@ -203,7 +233,10 @@ def _execute(w, eager=False, walked=True):
 
 
 def wait_device_ops() -> None:
-    """Blocks until every buffer of a live tensor has been computed, and jax's effects ran."""
+    """Blocks until every buffer of a live tensor has been computed, and jax's effects ran;
+    in fused eager mode, after running the live pending tensors (the ops issued so far)."""
+    if _fused[0]:
+        run_live(raise_earlier=False)
     replicated.settle()
     for v in live_values():
         if v.data is not None and not v.data.is_deleted():  # (a donated buffer: no result to wait for)

@@ -46,7 +46,7 @@ def deferred_error(error, op_name, location):
         where, source = user_code.describe(location)
         by_backward = "by the backward pass called " if location[3] else ""
         line = f" {by_backward}at {where}: {source}"
-    when = "when the op's program ran (eager mode)" if eager.enabled() else \
+    when = "when the op's program ran (eager mode)" if eager.enabled() and eager.op_by_op() else \
         "once the step's program ran, not at the op"
     return type(error)(f"{error}\n(on XLA checked {when}: {op_name} was called{line})")
 

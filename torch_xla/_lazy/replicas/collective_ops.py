@@ -147,7 +147,7 @@ def _record(lowering, template, values, device, avals):
     """User-level outputs of a new node of `lowering` on `values` (on `device`)."""
     node = Node(lowering, template, tuple(values), (), tuple(avals), user_code.user_line())
     outs = [wrap(Value(shape, dtype, device, node=node, index=i)) for i, (shape, dtype) in enumerate(avals)]
-    if eager.enabled():
+    if eager.enabled() and eager.op_by_op():  # (fused: cut with the rest)
         eager.run_outputs(outs)
     return outs
 
