@@ -1,6 +1,17 @@
-"""Eager mode: µs per op of a steady loop of small ops (eager mode against eager PyTorch on
-the CPU, the lazy path and jax's own op-by-op dispatch of the same ops), and a step of the
-MLP in eager mode against the lazy step; each pair timed in alternating blocks."""
+"""Eager mode: µs per op of a steady loop of small ops in op-by-op eager mode (against eager
+PyTorch on the CPU, the lazy path and jax's own op-by-op dispatch of the same ops), and a
+step of the MLP in eager mode, fused (the default) and op by op, against the lazy step; each
+pair timed in alternating blocks.
+
+`eager_op_by_op` is the op-by-op loop against jax's floor, in rounds alternated with the
+same rounds under upstream torch_xla (`--upstream-python`, default common.UPSTREAM_PYTHON
+where present): `eager_op_by_op_upstream`, and `eager_op_by_op_ours/upstream`, the median
+ratio of the two sides' µs per op (each side's `eager/jax` is to its own venv's jax).
+
+    python benchmarks/eager.py [--upstream-python PY | --no-upstream] [--rounds N]
+"""
+import argparse
+
 import jax
 import jax.numpy as jnp
 import torch
@@ -8,7 +19,8 @@ import torch
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from torch_xla.experimental import eager_mode_context
-from common import alternating_times, flop_rate, last_torch_xla_program, program_flops, report
+from common import (against_upstream, alternating_times, flop_rate, last_torch_xla_program,
+                    program_flops, report, serve, upstream_option, upstream_side)
 from mlp import torch_step_fn
 
 OPS_PER_ITER, ITERS = 3, 100  # x = tanh(x * w + 1): mul, add, tanh
@@ -22,6 +34,14 @@ def _loop(x, w, iters=ITERS):
     return x
 
 
+def _op_by_op():
+    """Op-by-op eager mode (ours also has a fused one; upstream's is op by op)."""
+    try:
+        return eager_mode_context(True, op_by_op=True)
+    except TypeError:  # upstream torch_xla
+        return eager_mode_context(True)
+
+
 def _torch_loop(device, eager):
     x = torch.randn(SHAPE).to(device)
     w = torch.randn(SHAPE).to(device)
@@ -29,7 +49,7 @@ def _torch_loop(device, eager):
 
     def step():
         if eager:
-            with eager_mode_context(True):
+            with _op_by_op():
                 _loop(x, w)
         elif device == "cpu":
             _loop(x, w)
@@ -64,14 +84,13 @@ def small_ops():
     ours = (_torch_loop(xm.xla_device(), eager=True), xm.wait_device_ops)
     figures = {}
     for name, other in (("cpu", (_torch_loop("cpu", eager=False), lambda: None)),
-                        ("lazy", (_torch_loop(xm.xla_device(), eager=False), xm.wait_device_ops)),
-                        ("jax", _jax_loop())):
+                        ("lazy", (_torch_loop(xm.xla_device(), eager=False), xm.wait_device_ops))):
         ours_t, other_t, ratio = alternating_times(ours, other, warmup=2, blocks=7, steps_per_block=3)
         figures[f"eager_us_per_op_vs_{name}"] = _per_op_us(ours_t)
         figures[f"{name}_us_per_op"] = _per_op_us(other_t)
         figures[f"eager/{name}"] = ratio
     met.clear_all()
-    with eager_mode_context(True):
+    with _op_by_op():
         x = torch.randn(SHAPE).to(xm.xla_device())
         _loop(x, x, 5)
         met.clear_all()
@@ -82,28 +101,51 @@ def small_ops():
     report("eager_small_ops", figures)
 
 
-def mlp_step():
-    eager_step = torch_step_fn(xm.xla_device(), True)
-    lazy_step = torch_step_fn(xm.xla_device(), True)
+def op_by_op_round():
+    """The op-by-op loop against jax's op-by-op floor, alternated: one round's figures (what
+    upstream's side serves too)."""
+    ours = (_torch_loop(xm.xla_device(), eager=True), xm.wait_device_ops)
+    eager_t, jax_t, ratio = alternating_times(ours, _jax_loop(), warmup=2, blocks=7, steps_per_block=3)
+    return {"eager_us_per_op": _per_op_us(eager_t), "jax_us_per_op": _per_op_us(jax_t),
+            "eager/jax": ratio}
 
-    def eager():
-        with eager_mode_context(True):
-            eager_step()
-    eager_t, lazy_t, ratio = alternating_times((eager, xm.wait_device_ops),
-                                               (lazy_step, xm.wait_device_ops),
-                                               warmup=2, blocks=6, steps_per_block=3)
+
+def mlp_step():
+    lazy_step = torch_step_fn(xm.xla_device(), True)
     lazy_step()
     xm.wait_device_ops()
     flops = program_flops(last_torch_xla_program())  # the lazy step's one program
-    met.clear_all()
-    eager()
-    xm.wait_device_ops()
-    report("eager_mlp", {"eager_ms": eager_t * 1e3, "lazy_ms": lazy_t * 1e3, "eager/lazy": ratio,
-                         "programs_per_step": met.metric_data("EagerOpExecuteTime")[0],
-                         **{f"eager_{k}": v for k, v in flop_rate(flops, eager_t).items()},
-                         "lazy_of_peak": flop_rate(flops, lazy_t)["of_peak"]})
+    for name, op_by_op in (("fused", False), ("op_by_op", True)):
+        eager_step = torch_step_fn(xm.xla_device(), True)
+
+        def eager():
+            with eager_mode_context(True, op_by_op=op_by_op):
+                eager_step()
+        eager_t, lazy_t, ratio = alternating_times((eager, xm.wait_device_ops),
+                                                   (lazy_step, xm.wait_device_ops),
+                                                   warmup=2, blocks=6, steps_per_block=3)
+        met.clear_all()
+        eager()
+        xm.wait_device_ops()
+        programs = met.metric_data("EagerOpExecuteTime" if op_by_op else "ExecuteTime")[0]
+        report(f"eager_{name}_mlp", {"eager_ms": eager_t * 1e3, "lazy_ms": lazy_t * 1e3,
+                                     "eager/lazy": ratio, "programs_per_step": programs,
+                                     **{f"eager_{k}": v for k, v in flop_rate(flops, eager_t).items()},
+                                     "lazy_of_peak": flop_rate(flops, lazy_t)["of_peak"]})
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    upstream_option(parser)
+    opts = parser.parse_args()
+    if opts.serve:
+        return serve(op_by_op_round)
+    upstream = upstream_side(opts, __file__)
+    small_ops()
+    against_upstream("eager_op_by_op", op_by_op_round, upstream, opts.rounds,
+                     compared=("eager_us_per_op",))
+    mlp_step()
 
 
 if __name__ == "__main__":
-    small_ops()
-    mlp_step()
+    main()
