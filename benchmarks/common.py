@@ -1,5 +1,6 @@
 """Shared timing and memory helpers for the benchmarks (steady state = whole blocks of steps
 that end in a sync, after warm-up)."""
+import argparse
 import json
 import os
 import pathlib
@@ -267,3 +268,96 @@ def compare(name, torch_step_fn, jax_step_fn, blocks=5, steps_per_block=10, eage
                   **compiled, **floor, **first_steps(name),
                   "peak_ours_mb": ours_mem / 2**20, "peak_jax_mb": jax_mem / 2**20,
                   "peak_ratio": ours_mem / jax_mem})
+
+
+# ---- the same workload under upstream torch_xla, in the same run -------------------------
+
+UPSTREAM_PYTHON = "/work/upstream-venv/bin/python"  # upstream torch_xla 2.9.0's venv, if present
+_ROUND = "ROUND "  # marks the server's result lines among whatever else torch_xla prints
+
+
+def upstream_option(parser: argparse.ArgumentParser) -> None:
+    """--upstream-python: the python of a venv with upstream torch_xla 2.9.0 (default
+    UPSTREAM_PYTHON where it exists); --rounds: how many rounds each side runs, alternated."""
+    default = UPSTREAM_PYTHON if os.path.exists(UPSTREAM_PYTHON) else None
+    parser.add_argument("--upstream-python", default=default,
+                        help=f"python of a venv with upstream torch_xla 2.9.0 (default {default})")
+    parser.add_argument("--no-upstream", action="store_true", help="ours alone")
+    parser.add_argument("--rounds", type=int, help="rounds per side (default 3 with upstream, else 1)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+
+
+class Upstream:
+    """Benchmark `script` under upstream torch_xla (`python`) in a subprocess kept alive for
+    the run, serving rounds (`serve`): upstream's figures of the same workload. Its
+    environment is upstream's venv alone (PJRT_DEVICE=CPU: upstream's wheel has no CUDA
+    plugin; this tree off its path, the script started from /)."""
+
+    def __init__(self, python, script, argv=()):
+        root = pathlib.Path(__file__).resolve().parent.parent
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("XLA_", "PJRT_", "PT_XLA_", "TPU_", "CPU_NUM_", "TORCH_XLA"))}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                            if p and pathlib.Path(p).resolve() != root)
+        env["PJRT_DEVICE"] = "CPU"
+        self.proc = subprocess.Popen([python, str(pathlib.Path(script).resolve()), "--serve", *argv],
+                                     env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+
+    def round(self):
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith(_ROUND):
+                return json.loads(line[len(_ROUND):])
+        raise RuntimeError(f"upstream's side ended (exit status {self.proc.wait()})")
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def serve(round_fn) -> None:
+    """The server's side of `Upstream`: one round per line read from stdin, each round's
+    figures (`round_fn()`, a dict) one JSON line on stdout."""
+    for _ in sys.stdin:
+        print(_ROUND + json.dumps(round_fn()), flush=True)
+
+
+def medians(rounds):
+    """Each figure's median over the rounds (the first round's value where it is no number)."""
+    return {k: sorted(r[k] for r in rounds)[len(rounds) // 2]
+            if isinstance(v, float) else v for k, v in rounds[0].items()}
+
+
+def upstream_side(opts, script, argv=()):
+    """The `Upstream` server of `script` that `opts` (`upstream_option`'s) ask for, or None,
+    saying why there is none."""
+    if opts.no_upstream:
+        return None
+    if not opts.upstream_python or not os.path.exists(opts.upstream_python):
+        print(f"upstream torch_xla not measured: no python at {opts.upstream_python or UPSTREAM_PYTHON} "
+              "(--upstream-python PATH)", flush=True)
+        return None
+    return Upstream(opts.upstream_python, script, argv)
+
+
+def against_upstream(name, round_fn, upstream, rounds=None, compared=()):
+    """Rounds of `round_fn()` here and on `upstream` (None: here alone), alternated so that a
+    loaded machine weighs on both alike; reports `name` (our medians), `name`_upstream
+    (upstream's) and `name`_ours/upstream: for each figure in `compared`, the median over
+    the rounds of the ratio of the two sides' values."""
+    ours, theirs = [], []
+    try:
+        for _ in range(rounds or (3 if upstream else 1)):
+            ours.append(round_fn())
+            if upstream:
+                theirs.append(upstream.round())
+    finally:
+        if upstream:
+            upstream.close()
+    report(name, medians(ours))
+    if upstream:
+        report(f"{name}_upstream", medians(theirs))
+        report(f"{name}_ours/upstream", medians(
+            [{k: o[k] / t[k] for k in compared} for o, t in zip(ours, theirs)]))

@@ -6,10 +6,18 @@ StableHLO (`LoweringTime`), XLA's compile (`CompileTime` less lowering) and the 
 per-graph ratios ours/JAX (wall time and process CPU time, XLA's threads included) and both
 programs' HLO instruction counts.
 
-    python benchmarks/new_graphs.py [G] [K]        # default 40 graphs of 30 ops
+`new_graph` is ours against upstream torch_xla on the same chain (`--upstream-python`, default
+common.UPSTREAM_PYTHON where present): rounds of 5 new graphs each side, alternated; each
+round's median wall time per graph (`wall_ms`: trace, compile, first run; `compile_ms`: its
+`CompileTime`), and `new_graph_ours/upstream`, the median ratio of the rounds.
+
+    python benchmarks/new_graphs.py [G] [K] [--upstream-python PY | --no-upstream] [--rounds N]
+                                                   # default 40 graphs of 30 ops
     python benchmarks/new_graphs.py --train [G]    # MLP and transformer steps, G new batch sizes
     python benchmarks/new_graphs.py --persistent [G] [K]  # a second process on the disk cache
 """
+import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -25,7 +33,8 @@ import torch
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.runtime as xr
-from common import flop_rate, last_torch_xla_program, program_flops
+from common import (against_upstream, flop_rate, last_torch_xla_program, program_flops, serve,
+                    upstream_option, upstream_side)
 
 WIDTH = 32
 OPS_PER_BLOCK = 4  # mm, tanh, mul, add
@@ -100,17 +109,25 @@ def _report(name, ours, theirs, ours_program, jax_program):
     return figures
 
 
-def chain(graphs, ops, batch0=3):
-    """G new graphs of `ops` ops each, ours and JAX's alternated."""
-    device = xm.xla_device()
+def _chain_ops(ops, w_cpu):
+    """The chain of `ops` ops as a function of x, its weight `w_cpu` on this process's
+    device, and its number of blocks."""
     blocks = max(1, ops // OPS_PER_BLOCK)
-    w_cpu = torch.randn(WIDTH, WIDTH) * 0.1
-    w, wj = w_cpu.to(device), jnp.asarray(w_cpu.numpy())
+    w = w_cpu.to(xm.xla_device())
 
     def run_ops(x):
         for _ in range(blocks):
             x = torch.tanh(x @ w) * 0.5 + 1
         return x
+    return run_ops, blocks
+
+
+def chain(graphs, ops, batch0=3):
+    """G new graphs of `ops` ops each, ours and JAX's alternated."""
+    device = xm.xla_device()
+    w_cpu = torch.randn(WIDTH, WIDTH) * 0.1
+    run_ops, blocks = _chain_ops(ops, w_cpu)
+    wj = jnp.asarray(w_cpu.numpy())
 
     def jax_fn(x, w):
         for _ in range(blocks):
@@ -129,6 +146,23 @@ def chain(graphs, ops, batch0=3):
             theirs.append(jaxs)
     return _report(f"chain {blocks * OPS_PER_BLOCK} ops", ours, theirs, last_torch_xla_program(),
                    compiled)
+
+
+_new_batches = itertools.count(1000)  # batch sizes no graph of this process had
+
+
+def new_graph_round(ops=30, graphs=5):
+    """Median figures of `graphs` new graphs of the chain (what upstream's side serves too)."""
+    run_ops, _ = _chain_ops(ops, torch.randn(WIDTH, WIDTH) * 0.1)
+    held, walls, compiles = [], [], []
+    for _ in range(graphs):
+        x = torch.randn(next(_new_batches), WIDTH)
+        wall, _, _, lowering, compile_, _ = ours_graph(lambda x: held.append(run_ops(x)),
+                                                       lambda: (x.to(xm.xla_device()),))
+        held.clear()
+        walls.append(wall)
+        compiles.append(lowering + compile_)
+    return {"wall_ms": float(np.median(walls)) * 1e3, "compile_ms": float(np.median(compiles)) * 1e3}
 
 
 def _train_pair(module_name, graphs):
@@ -169,15 +203,12 @@ def persistent(graphs, ops):
 def persistent_child(cache, graphs, ops):
     xr.initialize_cache(cache)
     device = xm.xla_device()
-    blocks = max(1, ops // OPS_PER_BLOCK)
     torch.manual_seed(0)
-    w = (torch.randn(WIDTH, WIDTH) * 0.1).to(device)
+    run, _ = _chain_ops(ops, torch.randn(WIDTH, WIDTH) * 0.1)
     walls, held = [], []
 
     def run_ops(x):
-        for _ in range(blocks):
-            x = torch.tanh(x @ w) * 0.5 + 1
-        held.append(x)
+        held.append(run(x))
     for g in range(graphs + 1):
         wall = ours_graph(run_ops, lambda: (torch.randn(3 + g, WIDTH).to(device),))[0]
         held.clear()
@@ -196,8 +227,17 @@ def main(argv):
         for name in ("mlp", "transformer"):
             _train_pair(name, graphs)
         return
-    graphs, ops = (int(a) for a in (argv + ["40", "30"][len(argv):]))
-    chain(graphs, ops)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("graphs", type=int, nargs="?", default=40)
+    parser.add_argument("ops", type=int, nargs="?", default=30)
+    upstream_option(parser)
+    opts = parser.parse_args(argv)
+    if opts.serve:
+        return serve(lambda: new_graph_round(opts.ops))
+    upstream = upstream_side(opts, __file__, [str(opts.graphs), str(opts.ops)])
+    chain(opts.graphs, opts.ops)
+    against_upstream("new_graph", lambda: new_graph_round(opts.ops), upstream, opts.rounds,
+                     compared=("wall_ms",))
 
 
 if __name__ == "__main__":

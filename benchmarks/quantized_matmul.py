@@ -19,18 +19,13 @@ processes at different moments: noisier than the ratios within a side.
         [--upstream-python PY] [--rounds N]
 """
 import argparse
-import json
-import os
-import pathlib
-import subprocess
-import sys
 
 import torch
 import torch.nn.functional as F
 
 import torch_xla
 import torch_xla.core.xla_model as xm
-from common import alternating_times, report
+from common import Upstream, alternating_times, medians, report, serve
 from torch_xla.experimental.xla_quantized_matmul import XlaQuantizedLinear
 
 
@@ -113,49 +108,6 @@ class Workload:
         return figures
 
 
-ROUND = "ROUND "  # marks the server's result lines among whatever else torch_xla prints
-
-
-def serve(a):
-    """Builds the workload, then runs one round per line read from stdin, each round's figures
-    one JSON line on stdout."""
-    work = Workload(a)
-    for _ in sys.stdin:
-        print(ROUND + json.dumps(work.round()), flush=True)
-
-
-class Upstream:
-    """This script under upstream torch_xla, serving rounds (`serve`) from a subprocess."""
-
-    def __init__(self, python, argv):
-        root = str(pathlib.Path(__file__).resolve().parent.parent)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("XLA_", "PJRT_", "PT_XLA_", "TPU_", "CPU_NUM_", "TORCH_XLA"))}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-                                            if p and pathlib.Path(p).resolve() != pathlib.Path(root))
-        env["PJRT_DEVICE"] = "CPU"
-        self.proc = subprocess.Popen([python, __file__, "--serve", *argv], env=env, cwd="/",
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def round(self):
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith(ROUND):
-                return json.loads(line[len(ROUND):])
-        raise RuntimeError(f"upstream's side ended (exit status {self.proc.wait()})")
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait()
-
-
-def medians(rounds):
-    """Each figure's median over the rounds (the first round's value where it is no number)."""
-    return {k: sorted(r[k] for r in rounds)[len(rounds) // 2]
-            if isinstance(v, float) else v for k, v in rounds[0].items()}
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--width", type=int, default=1024)
@@ -168,11 +120,11 @@ def main():
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.serve:
-        return serve(a)
+        return serve(Workload(a).round)
     # the upstream side gets the workload's arguments only
     shape = [x for k in ("width", "layers", "batch", "blocks", "steps_per_block")
              for x in (f"--{k.replace('_', '-')}", str(getattr(a, k)))]
-    upstream = Upstream(a.upstream_python, shape) if a.upstream_python else None
+    upstream = Upstream(a.upstream_python, __file__, shape) if a.upstream_python else None
     work = Workload(a)
     ours, theirs = [], []
     try:

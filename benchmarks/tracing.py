@@ -3,20 +3,29 @@
 `per_op_us` is the whole replay (trace 300 ops, look the program up, run it) divided by 300.
 `trace_only_us` leaves the sync out. `mark_step_ms` is one `mark_step` of a graph of 200
 small ops already compiled (the graph traced first, untimed): finding the program and
-launching it, the best of many. `floor_us` is what PyTorch's own dispatch costs for a
-wrapper subclass whose __torch_dispatch__ only makes a new wrapper (functionalization on
-top, as for our tensors): no engine can go below it from Python.
+launching it, the best of many. These three (`tracing_per_op`) are measured in rounds
+alternated with the same rounds under upstream torch_xla (`--upstream-python`, default
+common.UPSTREAM_PYTHON where present): `tracing_per_op_upstream`, and
+`tracing_per_op_ours/upstream`, the median ratios of the two sides' figures.
+
+`floor_us` is what PyTorch's own dispatch costs for a wrapper subclass whose
+__torch_dispatch__ only makes a new wrapper (functionalization on top, as for our tensors):
+no engine of Python tensors can go below it.
 
 Beside it, one call of a small function of two tiny tensors (`x * y + 1`):
 `compiled_call_us` under torch.compile (dynamo's guards, AOTAutograd's wrapper, one program
 launch), `lazy_call_us` traced and run with a mark_step per call.
+
+    python benchmarks/tracing.py [--upstream-python PY | --no-upstream] [--rounds N]
 """
+import argparse
 import time
 
 import torch
 
 import torch_xla.core.xla_model as xm
-from common import best_of, flop_rate, last_torch_xla_program, program_flops, report, steady_time
+from common import (against_upstream, best_of, flop_rate, last_torch_xla_program, program_flops,
+                    report, serve, steady_time, upstream_option, upstream_side)
 
 N_OPS = 300
 MARK_STEP_OPS = 200
@@ -57,27 +66,42 @@ class _Floor(torch.Tensor):
         return _Floor(args[0].shape)
 
 
-def main():
-    dev = xm.xla_device()
-    x = torch.randn(16, 16, device=dev)
+def tracing_round():
+    """One round's per-op figures (what upstream's side serves too)."""
+    x = torch.randn(16, 16, device=xm.xla_device())
     xm.mark_step()
     held = [None]  # the result stays alive, so mark_step has a program to run
 
     def replay():
         held[0] = graph(x)
     whole = steady_time(replay, xm.mark_step, blocks=7, steps_per_block=1)
-    flops = program_flops(last_torch_xla_program())  # the replayed graph's program
     trace_only = best_of(lambda: graph(x))
     xm.mark_step()
-    mark_step = mark_step_time(x)
+    return {"per_op_us": whole / N_OPS * 1e6, "trace_only_us": trace_only / N_OPS * 1e6,
+            "mark_step_ms": mark_step_time(x) * 1e3}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    upstream_option(parser)
+    opts = parser.parse_args()
+    if opts.serve:
+        return serve(tracing_round)
+    upstream = upstream_side(opts, __file__)
+    dev = xm.xla_device()
+    x = torch.randn(16, 16, device=dev)
+    held = [graph(x)]
+    xm.mark_step()
+    flops = program_flops(last_torch_xla_program())  # the graph's program
     floor_tensor = torch._to_functional_tensor(_Floor((16, 16)))
     floor = best_of(lambda: graph(floor_tensor))
     compiled_us, lazy_us = per_call_us(dev)
-    report("tracing", {"per_op_us": whole / N_OPS * 1e6, "trace_only_us": trace_only / N_OPS * 1e6,
-                       "floor_us": floor / N_OPS * 1e6, "target_us": 7.0,
-                       "mark_step_ms": mark_step * 1e3,
-                       "compiled_call_us": compiled_us, "lazy_call_us": lazy_us,
-                       **flop_rate(flops, whole)})
+    whole = steady_time(lambda: held.__setitem__(0, graph(x)), xm.mark_step, blocks=7,
+                        steps_per_block=1)
+    report("tracing", {"floor_us": floor / N_OPS * 1e6, "compiled_call_us": compiled_us,
+                       "lazy_call_us": lazy_us, **flop_rate(flops, whole)})
+    against_upstream("tracing_per_op", tracing_round, upstream, opts.rounds,
+                     compared=("per_op_us", "trace_only_us", "mark_step_ms"))
 
 
 def per_call_us(dev, calls=200):
