@@ -1,6 +1,7 @@
 """Softmax, normalizations, losses, embeddings, padding: forward and autograd's backward ops,
 against the CPU, with no CPU fallback."""
 import copy
+import re
 
 import pytest
 import torch
@@ -199,6 +200,16 @@ def test_nll_loss_unbatched_and_all_ignored():
     check_lowered(lambda x, t: F.nll_loss(x, t), randn(5), torch.tensor(3), grads=True)
     x, t = torch.randn(2, 3), torch.tensor([1, 1])
     check_lowered(lambda x, t: F.nll_loss(x, t, ignore_index=1), x, t)  # 0/0: nan, as on the CPU
+
+
+def test_nll_loss_gathers_the_targets_class():
+    """The loss reads x at each target (a gather): no op of x's size (a one-hot mask of it
+    read all of a language model's logits)."""
+    import torch_xla
+    x, t = to_xla(torch.randn(8, 1000)), to_xla(torch.tensor([0, 999, 5, -100, 7, 7, 1, 2]))
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([F.nll_loss(x, t)])
+    assert "gather(" in hlo
+    assert set(re.findall(r"= \w+\[8,1000\]\S* ([\w-]+)\(", hlo)) == {"parameter"}
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.2])

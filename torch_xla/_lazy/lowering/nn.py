@@ -252,23 +252,21 @@ def native_group_norm_backward(grad, x, mean, rstd, weight, n, c, hw, group, out
 # ---- losses -------------------------------------------------------------------------------
 
 def _nll_parts(x, target, weight, ignore_index):
-    """(one-hot of the target over the class axis, the per-element weight), both 0 where
-    the target is ignored."""
+    """(the class axis, whether each target is kept, its weight: 0 where it is ignored)."""
     cls = 1 if x.ndim >= 2 else 0
-    classes = jnp.arange(x.shape[cls], dtype=target.dtype).reshape(
-        (-1,) + (1,) * (x.ndim - cls - 1))
     keep = target != ignore_index
-    t = jnp.expand_dims(target, cls)
-    onehot = (t == classes) & jnp.expand_dims(keep, cls)
     w = jnp.ones((), x.dtype) if weight is None else jnp.take(weight, jnp.where(keep, target, 0))
-    return onehot, jnp.where(keep, w, jnp.zeros((), x.dtype)), cls
+    return cls, keep, jnp.where(keep, w, jnp.zeros((), x.dtype))
 
 
 @lower(aten.nll_loss_forward.default, aten.nll_loss2d_forward.default)
 def nll_loss(x, target, weight, reduction, ignore_index):
-    onehot, w, cls = _nll_parts(x, target, weight, ignore_index)
-    picked = jnp.sum(jnp.where(onehot, x, jnp.zeros((), x.dtype)), axis=cls)
-    loss = -picked * w
+    cls, keep, w = _nll_parts(x, target, weight, ignore_index)
+    # x at each target's class, gathered (not a one-hot mask over x): 0 where none is named
+    valid = keep & (target >= 0) & (target < x.shape[cls])
+    index = jnp.expand_dims(jnp.where(valid, target, 0), cls)
+    picked = jnp.take_along_axis(x, index, cls, mode="clip").squeeze(cls)
+    loss = -jnp.where(valid, picked, jnp.zeros((), x.dtype)) * w
     total = jnp.sum(w)
     if reduction == 0:
         return loss, jnp.zeros((), x.dtype)
@@ -279,7 +277,9 @@ def nll_loss(x, target, weight, reduction, ignore_index):
 
 @lower(aten.nll_loss_backward.default, aten.nll_loss2d_backward.default)
 def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
-    onehot, w, cls = _nll_parts(x, target, weight, ignore_index)
+    cls, keep, w = _nll_parts(x, target, weight, ignore_index)
+    classes = jnp.arange(x.shape[cls], dtype=target.dtype).reshape((-1,) + (1,) * (x.ndim - cls - 1))
+    onehot = (jnp.expand_dims(target, cls) == classes) & jnp.expand_dims(keep, cls)
     scale = -w * grad if reduction != 1 else -w * (grad / total_weight)
     return jnp.where(onehot, jnp.expand_dims(scale, cls), jnp.zeros((), x.dtype))
 
