@@ -17,7 +17,7 @@ import jax
 import torch
 from torch._decomp import decomposition_table
 
-from . import counters, dynamic_ops, eager, pjrt, rng
+from . import counters, dynamic_ops, eager, ir, pjrt, rng
 from .caches import GenerationCache
 from .execution import materialize, to_cpu
 from .fallback import cpu_fallback
@@ -278,9 +278,10 @@ def _scalar_flags(func, lowering):
     return ((False,) * len(flags), frozenset()) if lowering.static_scalars else (flags, names)
 
 
-def _trace_cached(func, lowering, dynamic, names, args, kwargs):
+def _trace_cached(func, lowering, dynamic, names, args, kwargs, launch=False):
     """`trace` through the plan cache (`dynamic`: per position, whether a number there is a
-    program parameter; `names`: the same for keywords); None where an argument has no key."""
+    program parameter; `names`: the same for keywords); None where an argument has no key.
+    `launch`: an op-by-op eager op, run at once by its cached program where it has one."""
     key, inputs, scalars = [id(func)], [], []
     try:
         i = 0
@@ -312,12 +313,32 @@ def _trace_cached(func, lowering, dynamic, names, args, kwargs):
         plan, inputs, scalars = _plan_call(func, lowering, args, kwargs)
         _plans.put(key, plan)
         return _emit(plan, inputs, scalars)
+    if launch and not ir.IR_DEBUG[0] and ir.node_observer is None:  # (both see every node)
+        out = _relaunched(plan, inputs, scalars)
+        if out is not None:
+            return out
     single = plan.single
     if single is not None:  # `_emit`, inline
         node = Node(plan.lowering, plan.template, tuple(inputs), tuple(scalars), plan.present,
                     plan.origin, plan.key, plan.type)
         return wrap(Value(single[0], single[1], plan.device, node, 0, None, single[2]))
     return _emit(plan, tuple(inputs), tuple(scalars))
+
+
+def _relaunched(plan, inputs, scalars):
+    """The call's outputs computed at once by the program its op ran as before
+    (`eager.relaunch`), as values holding their buffers; None where it takes the node's way."""
+    device = plan.device
+    outputs = eager.relaunch(plan.lowering, plan.type, inputs, tuple(scalars), device)
+    if outputs is None:
+        return None
+    if plan.structure == "t":
+        shape, dtype = plan.avals[0]
+        return wrap(Value(shape, dtype, device, None, 0, outputs[0], plan.signatures[0]))
+    buffers = iter(outputs)
+    return plan.structure([None if a is None else
+                           wrap(Value(a[0], a[1], device, None, 0, next(buffers), sig))
+                           for a, sig in zip(plan.avals, plan.signatures)])
 
 
 def _run_eagerly(lowering, template, inputs, scalars, device):
@@ -364,7 +385,7 @@ def _route(func):
     return route
 
 
-_eager_on = eager.ON
+_eager_on, _op_by_op = eager.ON, eager.OP_BY_OP
 _tracing = counters.op_metric("LazyTracing")
 _clock = time.perf_counter_ns
 
@@ -374,18 +395,27 @@ def dispatch(func, args, kwargs):
     runs), and the time it takes is sampled as `LazyTracing` (as torch_xla's, an op's time
     includes the ops it is made of)."""
     if _eager_on[0] and eager.outermost():
-        return eager.call(dispatch, func, args, kwargs)
+        return eager.call(_eager_op if _op_by_op[0] else dispatch, func, args, kwargs)
     start = _clock()
     out = _trace_op(func, args, kwargs)
     _tracing((start, _clock() - start))  # (an op that raises is not sampled)
     return out
 
 
-def _trace_op(func, args, kwargs):
+def _eager_op(func, args, kwargs):
+    """`dispatch` of an op the user calls in op-by-op eager mode: an op seen before, on
+    computed inputs, runs at once by its program, without a node (`_relaunched`)."""
+    start = _clock()
+    out = _trace_op(func, args, kwargs, True)
+    _tracing((start, _clock() - start))
+    return out
+
+
+def _trace_op(func, args, kwargs, launch=False):
     engine, lowering, cached, counter = _recent_route(id(func)) or _routes.get(id(func)) or _route(func)
     next(counter)
     if cached is not None:
-        out = _trace_cached(func, lowering, cached[0], cached[1], args, kwargs)
+        out = _trace_cached(func, lowering, cached[0], cached[1], args, kwargs, launch)
         if out is not None:
             return out
     if engine is not None:

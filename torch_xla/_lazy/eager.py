@@ -88,18 +88,19 @@ def _pending_values(out, found):
 
 # An op's programs by its node's type and its inputs' signatures: (weak reference to the
 # program, which input each of the program's arguments is). A hit skips the walk and the
-# graph look-up a step's program takes: a launch is most of an eager op's time.
+# graph look-up a step's program takes, and (`relaunch`) the node: a launch is most of an
+# eager op's time.
 _programs = {}
 _MAX_ENTRIES = 4096  # then forgotten together
 
 
-def _op_key(node):
-    """The key of an op's program: its node's type, its inputs' signatures and which inputs
-    are the same value (None: an input is still pending)."""
-    inputs = node.inputs
-    parts = [node.type]
+def _op_key(op_type, inputs):
+    """The key of an op's program: its node's type (`ir.node_type`), its inputs' signatures
+    and which inputs are the same value; None where an input is pending or carries value
+    checks (the node's way carries them to the outputs)."""
+    parts = [op_type]
     for i, v in enumerate(inputs):
-        if v.data is None:
+        if v.data is None or v.checks:
             return None
         same = i
         for j in range(i):
@@ -129,34 +130,59 @@ def run_outputs(out) -> None:
         _run(values)
 
 
+def _relaunchable(op) -> bool:
+    """Whether an op of lowering `op` may run by its cached program alone: no collective,
+    no value check waiting (a program of its device reads it), no SPMD."""
+    return not op.collective and not deferred_checks.has_checks() and not pjrt.is_spmd()
+
+
 def _run(values) -> None:
     """Runs the pending `values` of one op: an op seen before, on computed inputs,
     relaunches its program at once."""
     node = _one_node(values)
     key = None
-    if node is not None and not node.op.collective and not deferred_checks.has_checks() \
-            and not pjrt.is_spmd():
-        key = _op_key(node)
-        if key is not None and _launch(key, node, values):
-            return
+    if node is not None and _relaunchable(node.op):
+        key = _op_key(node.type, node.inputs)
+        if key is not None:
+            outputs = _launch(key, node.inputs, node.scalars, values[0].device)
+            if outputs is not None:
+                for v, o in zip(values, outputs):
+                    v.set_data(o)
+                return
     program = execution.materialize(values, eager=True)
     if key is not None and program is not None and len(program.plan) == 1:
         _remember(key, node, program)
 
 
-def _launch(key, node, values) -> bool:
-    """Runs `values` with the op's cached program; False if there is none."""
+def relaunch(op, op_type, inputs, scalars, device):
+    """The output buffers of an op (lowering `op`, node type `op_type`) on `inputs` and
+    `scalars`, from the program it ran as before, launched without making a node (the
+    dispatch entry wraps them); None where the op takes the node's way (`_run`): no program
+    yet, pending inputs or checks, a random op (its seed is drawn once, for the node)."""
+    if op.rng or not _relaunchable(op):
+        return None
+    key = _op_key(op_type, inputs)
+    if key is None:
+        return None
+    outputs = _launch(key, inputs, scalars, device)
+    if outputs is not None:
+        for v in inputs:
+            v.as_input = True  # (as a node's making marks them)
+    return outputs
+
+
+def _launch(key, inputs, scalars, device):
+    """The outputs of the op's cached program run on `inputs` and `scalars`; None if there
+    is none, or its parameters are shared where `scalars` differ."""
     entry = _programs.get(key)
     program = None if entry is None else entry[0]()
     if program is None or not graph_program.cached(program) or graph_save.enabled():
-        return False  # (a graph saved is walked: the general path)
-    inputs = node.inputs
-    outputs = runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in entry[1]]),
-                             program.pack_on(node.scalars, values[0].device),
-                             timed_as="EagerOpExecuteTime", analysed=False)
-    for v, o in zip(values, outputs):
-        v.set_data(o)
-    return True
+        return None  # (a graph saved is walked: the general path)
+    if len(scalars) > 1 and not program.fits(scalars):
+        return None
+    return runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in entry[1]]),
+                          program.pack_on(scalars, device), timed_as="EagerOpExecuteTime",
+                          analysed=False)
 
 
 def _remember(key, node, program) -> None:
