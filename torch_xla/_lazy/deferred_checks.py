@@ -131,17 +131,28 @@ def computed(checks, read: bool) -> None:
             _launched.extend(done)
 
 
-def read_checks(checks, raise_failed=True) -> None:
+def read_checks(checks) -> None:
     """Reads `checks` on their computed values; the first failing one not yet raised (by a
-    read of a value it checked) raises once all were read. Without `raise_failed`, the
-    failed ones go back on the launched queue, for the next sync to raise (a read of a value
-    one checked raises it first)."""
+    read of a value it checked) raises once all were read."""
     failed = [c for c in checks if c.read() is not None and not c.raised]
-    if failed and not raise_failed:
-        with _checks_lock:
-            _launched.extend(failed)
-    elif failed:
+    if failed:
         failed[0].raise_error()
+
+
+def read_finished_checks(checks) -> None:
+    """Reads those of `checks` whose programs have finished, without waiting for the others;
+    the unread and the failed go back on the launched queue, for the next sync to read and
+    raise (a read of a value a failed one checked raises it first)."""
+    kept = []
+    for c in checks:
+        data = c.value.data if c.check is not None else None
+        if data is not None and not data.is_ready():
+            kept.append(c)
+        elif c.read() is not None and not c.raised:
+            kept.append(c)
+    if kept:
+        with _checks_lock:
+            _launched.extend(kept)
 
 
 def raise_failed_checks(values) -> None:

@@ -23,7 +23,8 @@ import torch
 
 from . import (compile_explanation, counters, deferred_checks, donation, graph_cache, graph_program,
                graph_save, pjrt)
-from .deferred_checks import raise_failed_checks, read_checks, take_deferred, take_launched
+from .deferred_checks import (raise_failed_checks, read_checks, read_finished_checks, take_deferred,
+                              take_launched)
 from .execution_errors import lowering_failed, program_failed
 from .ir import Value
 from .replicas import program as replicated
@@ -117,8 +118,10 @@ def mark_step(device=None, wait=False) -> None:
 def run_live(device=None, raise_earlier=True) -> None:
     """`mark_step`'s work, not counted as a step: runs every live pending tensor (on
     `device`; None: this thread's device, or every device), then reads the checks of the
-    programs launched before. A failed one raises now, or with `raise_earlier=False` (fused
-    eager mode's cuts, `eager_fused`) where a value it checked is read, or at the next sync."""
+    programs launched before: a failed one raises now. With `raise_earlier=False` (fused
+    eager mode's cuts, `eager_fused`), only the checks of programs that have finished are
+    read (no wait: the next program's tracing overlaps those still running), and a failed
+    one raises where a value it checked is read, or at the next sync."""
     cuts[0] += 1
     if device is None:
         device = pjrt.thread_device()
@@ -135,8 +138,11 @@ def run_live(device=None, raise_earlier=True) -> None:
         with _collecting:
             gc.collect()
         _run_all(*_step_roots(device, devices), read=False)
+    if not raise_earlier:
+        read_finished_checks(earlier)
+        return
     with counters.timed("DeviceLockWait"):  # the wait for the step before (its checks)
-        read_checks(earlier, raise_earlier)
+        read_checks(earlier)
 
 
 _collecting = threading.Lock()
