@@ -171,10 +171,18 @@ def op_metric(name: str):
 
 
 def fold_if_many() -> None:
-    for pending in _unfolded.values():  # (no generator: called at every launch)
+    """Folds the metrics of every op in once one has many samples waiting: looked at every
+    `_FOLD_EVERY` calls (one per program launch, an eager op's included)."""
+    if next(_calls) % _FOLD_EVERY:
+        return
+    for pending in _unfolded.values():
         if len(pending) > _FOLD_AT:
             _fold()
             return
+
+
+_calls = itertools.count()
+_FOLD_EVERY = 64
 
 
 def _fold() -> None:

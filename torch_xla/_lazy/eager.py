@@ -99,16 +99,11 @@ def _op_key(op_type, inputs):
     and which inputs are the same value; None where an input is pending or carries value
     checks (the node's way carries them to the outputs)."""
     parts = [op_type]
-    for i, v in enumerate(inputs):
+    for v in inputs:
         if v.data is None or v.checks:
             return None
-        same = i
-        for j in range(i):
-            if inputs[j] is v:
-                same = j
-                break
         parts.append(v.key)
-        parts.append(same)
+        parts.append(inputs.index(v))  # (values compare by identity)
     return tuple(parts)
 
 
@@ -181,8 +176,8 @@ def _launch(key, inputs, scalars, device):
     if len(scalars) > 1 and not program.fits(scalars):
         return None
     return runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in entry[1]]),
-                          program.pack_on(scalars, device), timed_as="EagerOpExecuteTime",
-                          analysed=False)
+                          program.pack_on(scalars, device) if scalars else (),
+                          timed_as="EagerOpExecuteTime", analysed=False)
 
 
 def _remember(key, node, program) -> None:
