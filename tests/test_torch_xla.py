@@ -110,6 +110,21 @@ def test_compile_runs_the_function_as_one_graph(dev):
     assert pending.cpu().tolist() == [2.0] * 4
 
 
+def test_compile_does_not_wait_for_the_call_before_and_still_raises_its_check(dev):
+    """Entering torch_xla.compile runs what is pending without waiting for the call before's
+    program (the function's tracing overlaps it, as in torch_xla): one wait per call, at its
+    end. An index check that failed in one call raises by the end of the next."""
+    table = torch.randn(3, 2, device=dev)
+    step = torch_xla.compile(lambda i: torch.nn.functional.embedding(i, table).sum())
+    step(torch.tensor([0, 1], device=dev))
+    waits = met.metric_data("DeviceLockWait")[0]
+    step(torch.tensor([1, 2], device=dev))
+    assert met.metric_data("DeviceLockWait")[0] == waits + 1
+    step(torch.tensor([0, 5], device=dev))
+    with pytest.raises(IndexError, match="^index out of range in self"):
+        step(torch.tensor([0, 1], device=dev))
+
+
 def test_compile_as_a_context_and_step(dev):
     x = torch.ones(2, device=dev)
     with torch_xla.compile():
