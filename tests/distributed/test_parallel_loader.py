@@ -25,6 +25,21 @@ def test_batches_per_execution_ends_a_step_every_n_batches(dev):
         pl.ParallelLoader([], [dev], batches_per_execution=0)
 
 
+def test_a_step_end_does_not_wait_for_the_step_before_and_its_check_still_raises(dev):
+    """The step the loader ends at each batch waits for no program (the next step's tracing
+    overlaps the one before, as in torch_xla); an index check that failed raises at the
+    next sync that waits."""
+    import torch_xla
+    table = torch.randn(3, 2, device=dev)
+    loader = pl.MpDeviceLoader([torch.tensor([0, 1]), torch.tensor([0, 5]), torch.tensor([1, 2])], dev)
+    waits = met.metric_data("DeviceLockWait")[0] if met.metric_data("DeviceLockWait") else 0
+    with pytest.raises(IndexError, match="^index out of range in self"):
+        for i in loader:
+            torch.nn.functional.embedding(i, table).sum()
+            assert (met.metric_data("DeviceLockWait") or [0])[0] == waits
+        torch_xla.sync()
+
+
 def test_prefetch_sizes_bound_the_batches_read_ahead(dev):
     drawn, taken, ahead = [], [0], []
     read_ahead = threading.Event()

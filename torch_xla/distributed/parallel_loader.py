@@ -17,6 +17,7 @@ import weakref
 
 import torch
 
+from torch_xla._lazy import counters
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_analysis
@@ -179,9 +180,12 @@ class ParallelLoader:
 
 
 def _end_step(device) -> None:
-    """mark_step on `device`, then its step closures."""
+    """mark_step on `device`, then its step closures. The checks of the step before are
+    read where finished, not waited for (the failed and the unread raise at the next sync):
+    the next step's tracing overlaps its program, as in torch_xla."""
     with graph_analysis.reason("torch_xla.sync in parallel loader at step end"):
-        _execution.mark_step(device.index or 0)
+        counters.count("MarkStep")
+        _execution.run_live(device.index or 0, raise_earlier=False)
     closures.run_step_closures(device)
 
 
