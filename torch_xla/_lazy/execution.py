@@ -105,12 +105,14 @@ def _live_pending(devices, values):
     return manual.outside_regions(live, set())[0] if pjrt.is_spmd() else live
 
 
-def mark_step(device=None, wait=False) -> None:
+def mark_step(device=None, wait=False, raise_earlier=True) -> None:
     """Materialises every live pending tensor, one program per device, donating buffers that
     no live tensor holds any more and those marked for donation. On a DataParallel thread
-    it covers that thread's device. With `wait`, returns once the programs have run."""
+    it covers that thread's device. With `wait`, returns once the programs have run.
+    `raise_earlier`: `run_live`'s (False: the checks of the step before are not waited for,
+    so the next step's tracing overlaps its program)."""
     counters.count("MarkStep")
-    run_live(device)
+    run_live(device, raise_earlier)
     if wait:
         wait_device_ops()
 

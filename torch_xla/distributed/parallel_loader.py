@@ -17,7 +17,6 @@ import weakref
 
 import torch
 
-from torch_xla._lazy import counters
 from torch_xla._lazy import device as _device
 from torch_xla._lazy import execution as _execution
 from torch_xla._lazy import graph_analysis
@@ -184,8 +183,7 @@ def _end_step(device) -> None:
     read where finished, not waited for (the failed and the unread raise at the next sync):
     the next step's tracing overlaps its program, as in torch_xla."""
     with graph_analysis.reason("torch_xla.sync in parallel loader at step end"):
-        counters.count("MarkStep")
-        _execution.run_live(device.index or 0, raise_earlier=False)
+        _execution.mark_step(device.index or 0, raise_earlier=False)
     closures.run_step_closures(device)
 
 
