@@ -2,6 +2,7 @@
 values and gradients as a Python loop on the CPU, a training loop compiled once."""
 import re
 
+import pytest
 import torch
 from functorch.compile import default_partition, min_cut_rematerialization_partition
 from torch._higher_order_ops.while_loop import while_loop as torch_while_loop
@@ -128,3 +129,46 @@ def test_a_body_changing_an_outside_tensor_in_place_raises(dev):
     else:
         raise AssertionError("no error")
     assert_same(outside, torch.zeros(2))
+
+
+def _norm_softmax_step(h, w):
+    n = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 0.5)
+    out = torch.softmax((n @ w) * 0.5, dim=-1) @ w.T
+    return out, out.sum()
+
+
+@pytest.mark.parametrize("partition_fn", [default_partition, min_cut_rematerialization_partition])
+def test_scan_with_equal_scalars_matches_the_loop(dev, partition_fn):
+    """The two 0.5s reach the program as one value: the residuals stay those traced."""
+    def run(init, ws):
+        if init.device.type == "xla":
+            return scan(_norm_softmax_step, init, ws, partition_fn=partition_fn)
+        return _loop(_norm_softmax_step, init, ws)
+    check(run, torch.randn(3, 8, requires_grad=True), torch.randn(4, 8, 8, requires_grad=True),
+          grads=True, rtol=1e-5, atol=1e-5)
+
+
+
+class _NormMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(8))
+        self.gate = torch.nn.Linear(8, 24, bias=False)
+        self.up = torch.nn.Linear(8, 24, bias=False)
+        self.down = torch.nn.Linear(24, 8, bias=False)
+
+    def forward(self, h):
+        n = self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6))
+        return h + self.down(torch.nn.functional.silu(self.gate(n)) * self.up(n))
+
+
+def test_the_forward_loop_stacks_no_elementwise_result(dev):
+    """Per layer jax's vjp alone saves 13 activations here, 5 of hidden size (the norm's
+    products among them) and 5 of the MLP's; the loop saves the input, the norm's output,
+    the two products and the sigmoid, and the norm's statistics."""
+    saved = []
+    layers = [_NormMLP().to(dev) for _ in range(3)]
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        scan_layers(layers, torch.randn(2, 5, 8, device=dev, requires_grad=True))
+    activations = [tuple(t.shape) for t in saved if t.shape[:2] in ((3, 2), (3, 10))]
+    assert len([s for s in activations if s[-1] in (8, 24)]) == 5, activations

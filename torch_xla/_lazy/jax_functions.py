@@ -125,6 +125,11 @@ class Vjp:
         fn, n_tensors = callee.fn, len(callee.in_avals)
 
         def forward(*xs):
+            # Each scalar a value of its own: a program passes equal scalars as one value
+            # and jax saves a closed-over value once, so a checkpointed body's residuals
+            # (its scalars among them) would be fewer where the program runs than here.
+            xs = (*xs[:n_tensors], *jax.lax.optimization_barrier(xs[n_tensors:]))
+
             def of_wrt(*ws):
                 full = list(xs)
                 for i, w in zip(wrt, ws):

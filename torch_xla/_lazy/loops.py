@@ -4,9 +4,10 @@ torch bodies traced once (`_lazy/traced`).
 `scan(fn, init, xs)` traces `fn(carry, x)` once on placeholders of the carry and of one
 slice of `xs` and makes the loop one `JAX_CALL` node whose function is `lax.scan` of the
 trace; its gradient is jax's (`jax_functions.apply`: the forward scan saves what the
-backward scan needs). Each iteration's random ops draw other numbers (their seeds folded
-with the iteration's index). `while_loop(cond, body, carried, additional)` is
-`lax.while_loop` of the two traces (no gradient: XLA's While has none in reverse).
+backward scan needs, less what a checkpoint policy leaves it to recompute). Each
+iteration's random ops draw other numbers (their seeds folded with the iteration's index).
+`while_loop(cond, body, carried, additional)` is `lax.while_loop` of the two traces (no
+gradient: XLA's While has none in reverse).
 Tracing again each call gives the same plan, hence an equal node: a loop in a training
 step compiles once.
 """
@@ -57,9 +58,28 @@ def trace_scan_body(fn, init, xs):
     return traced.trace(fn, (init, x0), name=getattr(fn, "__name__", "scan_body"))
 
 
-def scan(body, init, xs, remat=False):
+# What a scan body's backward recomputes rather than its forward stacking per iteration:
+# layout changes and elementwise arithmetic, cheaper than writing and reading a stack
+# (jax's vjp alone stacks each broadcast, converted or transposed operand it will need).
+_CHEAP = frozenset({"broadcast_in_dim", "transpose", "reshape", "squeeze", "expand_dims",
+                    "convert_element_type", "copy", "select_n", "neg", "add", "sub", "mul",
+                    "div"})
+
+
+def save_all_but_cheap(prim, *_, **__):
+    """The `jax.checkpoint` policy saving the results of all primitives but `_CHEAP`'s:
+    no product, reduction or transcendental op is computed twice."""
+    return prim.name not in _CHEAP
+
+
+SAVE_DOTS = jax.checkpoint_policies.dots_saveable
+SAVE_NOTHING = jax.checkpoint_policies.nothing_saveable
+
+
+def scan(body, init, xs, policy):
     """(final carry, stacked ys) of `lax.scan` over traced body `body` (from
-    `trace_scan_body`) from `init` over the leading dim of `xs`."""
+    `trace_scan_body`) from `init` over the leading dim of `xs`; the forward stacks the
+    results that `jax.checkpoint` policy `policy` saves, the backward recomputes the rest."""
     init_flat, init_spec = _tensors(init)
     xs_flat, _ = _tensors(xs)
     nc, nx, length = len(init_flat), len(xs_flat), xs_flat[0].shape[0]
@@ -81,15 +101,14 @@ def scan(body, init, xs, remat=False):
             i, x = slice_
             outs = step(*carry, *x, *consts, *_fold(body, scalars, i))
             return tuple(outs[:nc]), tuple(outs[nc:])
-        if remat:
-            one = jax.checkpoint(one)
-        carry, ys = lax.scan(one, tuple(carry0), (jnp.arange(length), tuple(seqs)))
+        carry, ys = lax.scan(jax.checkpoint(one, policy=policy), tuple(carry0),
+                             (jnp.arange(length), tuple(seqs)))
         return (*carry, *ys)
 
     avals = [*_avals(init_flat), *_avals(xs_flat), *_avals(captures)]
     callee = jax_functions.Callee(run, avals, body.callee.scalar_types,
                                   f"scan({body.callee.name})",
-                                  key=("scan", body.callee, remat, tuple(avals)))
+                                  key=("scan", body.callee, policy, tuple(avals)))
     outs = jax_functions.apply(callee, [*init_flat, *xs_flat, *captures], body.scalars)
     return traced.outputs(body, outs)
 
