@@ -129,7 +129,7 @@ def quantized_matmul(x, w, scale, zero_point=None, block_size=-1, int4_weight=Fa
         if quantize_activation:
             x, row_scale = _quantize_rows(x)
         product = dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ())),
-                              jnp.int32 if quantize_activation else x.dtype)
+                              jnp.int32 if quantize_activation else compute)
         out = product.astype(compute) * scale.astype(compute)
         if zero_point is not None:
             row_sums = jnp.sum(x, axis=-1, keepdims=True, dtype=compute)
@@ -139,7 +139,7 @@ def quantized_matmul(x, w, scale, zero_point=None, block_size=-1, int4_weight=Fa
         return out.astype(out_dtype)
     lead = x.shape[:-1]
     blocks = x.reshape(math.prod(lead), w.shape[0], block_size)  # [rows, block count, block]
-    per_block = dot_general(blocks, w, (((2,), (1,)), ((1,), (0,))), x.dtype)  # [blocks, rows, out]
+    per_block = dot_general(blocks, w, (((2,), (1,)), ((1,), (0,))), compute)  # [blocks, rows, out]
     out = jnp.einsum("srn,sn->rn", per_block.astype(compute), scale.astype(compute),
                      precision=matmul_precision())
     if zero_point is not None:
