@@ -60,26 +60,24 @@ def device_count() -> int:
     return len(real_devices())
 
 
-def sync(wait: bool = False, reset_scope: bool = True) -> None:
+def sync(wait: bool = False, reset_scope: bool = True, *, _reason=("user torch_xla.sync",),
+         _raise_earlier=True) -> None:
     """Ends the step: runs every pending computation (one program per device; on a
     DataParallel thread, its device's), then the closures `xm.add_step_closure` queued.
 
     `wait` (or XLA_SYNC_WAIT=1) blocks until the programs have run; under XLA_METRICS_FILE
     the metrics report is appended to that file (`debug.metrics_saver`). With `reset_scope`,
     a step may not end inside a profiler `Trace` region (RuntimeError naming it, once the
-    programs ran).
+    programs ran). (Internal: `_reason`, graph_analysis's cause and name of the programs;
+    without `_raise_earlier`, the checks of the programs launched before are read only where
+    finished, not waited for: the failed and the unread raise at the next sync. Both are
+    keywords of this function, not of a helper, so that the analysis names `sync` as the
+    frame that ended the step.)
     """
-    _sync(("user torch_xla.sync",), wait, reset_scope)
-
-
-def _sync(reason, wait=False, reset_scope=True, raise_earlier=True) -> None:
-    """`sync`, its programs analysed as made for `reason` (graph_analysis's cause and name);
-    without `raise_earlier`, the checks of the programs launched before are read only where
-    finished, not waited for: the failed and the unread raise at the next sync."""
     if xu.getenv_as('XLA_EMIT_STEPLOG', bool, False):
         print('torch_xla.torch_xla::sync', file=sys.stderr, flush=True)
-    with _analysis.reason(*reason):
-        _execution.mark_step(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait), raise_earlier=raise_earlier)
+    with _analysis.reason(*_reason):
+        _execution.mark_step(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait), raise_earlier=_raise_earlier)
     if reset_scope:
         scopes.reset()
     if "XLA_METRICS_FILE" in os.environ and xm.is_master_ordinal():  # once, not per replica
@@ -143,8 +141,8 @@ def compile(f=None, full_graph: bool = False, name: str = None, max_different_gr
             # what is pending runs first; the checks of the call before are not waited for
             # here (read at this call's end): its tracing overlaps that call's program, as
             # in torch_xla, whose sync has no checks to read
-            _sync(("torch_xla.compile clear the pending graph prior calling the target function",
-                   f"{name}_clear_pending" if name else ""), raise_earlier=False)
+            sync(_reason=("torch_xla.compile clear the pending graph prior calling the target "
+                          "function", f"{name}_clear_pending" if name else ""), _raise_earlier=False)
             before = _executions()
             if session is not None:
                 _detector.set_max_different_graphs(max_different_graphs)
