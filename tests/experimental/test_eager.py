@@ -131,24 +131,12 @@ def test_compile_inside_eager_mode_is_one_program(dev, eager):
 
 
 def test_training_matches_the_cpu(dev, eager):
-    torch.manual_seed(0)
-    cpu = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-    model.load_state_dict(cpu.state_dict())
-    model.to(dev)
-    data, target = torch.randn(4, 6), torch.randn(4, 1)
-    losses = {}
-    for name, m, d in (("cpu", cpu, "cpu"), ("xla", model, dev)):
-        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-        x, y = data.to(d), target.to(d)
-        for _ in range(3):
-            opt.zero_grad()
-            loss = torch.nn.functional.mse_loss(m(x), y)
-            loss.backward()
-            opt.step()
-            losses.setdefault(name, []).append(loss.detach())
+    cpu, model, data, target = _twin_models(dev)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (cpu, model)]
+    expected = _train(cpu, opts[0], data, target, 3)
+    losses = _train(model, opts[1], data.to(dev), target.to(dev), 3)
     assert all(_computed(p) for p in model.parameters())
-    assert_same(torch.stack(losses["xla"]), torch.stack(losses["cpu"]))
+    assert_same(torch.stack(losses), torch.stack(expected))
     assert_same(dict(model.state_dict()), dict(cpu.state_dict()))
 
 
@@ -213,6 +201,15 @@ def test_fused_a_failed_value_check_raises_where_the_value_is_read(dev, fused):
     xm.mark_step()  # raised once
 
 
+def _twin_models(dev):
+    """The same small model on the CPU and on `dev`, with a batch of data and targets."""
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    model.load_state_dict(cpu.state_dict())
+    return cpu, model.to(dev), torch.randn(4, 6), torch.randn(4, 1)
+
+
 def _train(model, opt, x, y, steps):
     losses = []
     for _ in range(steps):
@@ -225,12 +222,7 @@ def _train(model, opt, x, y, steps):
 
 
 def test_fused_training_cuts_three_programs_a_step_and_compiles_nothing_new(dev, fused):
-    torch.manual_seed(0)
-    cpu = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-    model.load_state_dict(cpu.state_dict())
-    model.to(dev)
-    data, target = torch.randn(4, 6), torch.randn(4, 1)
+    cpu, model, data, target = _twin_models(dev)
     opts = [torch.optim.Adam(m.parameters(), lr=0.01) for m in (cpu, model)]
     expected = _train(cpu, opts[0], data, target, 3)
     losses = _train(model, opts[1], data.to(dev), target.to(dev), 3)
