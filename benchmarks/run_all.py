@@ -1,4 +1,5 @@
-"""Runs every benchmark, each in its own process, and writes the table into BENCHMARKS.md
+"""Runs every benchmark, each in its own process, and writes the table into
+docs/reference/benchmarks.md
 (the part between the markers; the notes around it are kept)."""
 import datetime
 import json
@@ -9,7 +10,7 @@ import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
-TABLE = HERE.parent / "BENCHMARKS.md"
+TABLE = HERE.parent / "docs" / "reference" / "benchmarks.md"
 SCRIPTS = ["mlp.py", "transformer.py", "cnn.py", "tracing.py", "overlap.py", "spmd_fsdp.py", "eager.py",
            "loops.py"]
 BEGIN, END = "<!-- table:begin -->", "<!-- table:end -->"

@@ -1,5 +1,5 @@
 """The upstream tests that cannot pass on this package, by kind, for scripts/upstream-tests
-(kept apart from it for its length): each reason is printed in UPSTREAM_TESTS.md beside
+(kept apart from it for its length): each reason is printed in docs/reference/upstream-tests.md beside
 every test it matches."""
 
 # What a rebuild on jax cannot mean, or means otherwise by design: (regex over a test's id

@@ -3,9 +3,9 @@ release as the local label (+jax.0.1.0), so that version-gated clients see the A
 and nobody mistakes it for upstream's build."""
 __version__ = "2.9.0+jax.0.1.0"
 
-# The torch and jax releases whose whole suite passed (scripts/test-matrix, README's table):
-# from the first, up to the second (not included). pyproject.toml declares the same ranges;
-# tests/test_packaging.py keeps them equal.
+# The torch and jax releases whose whole suite passed (scripts/test-matrix,
+# docs/reference/releases.md): from the first, up to the second (not included). pyproject.toml
+# declares the same ranges; tests/test_packaging.py keeps them equal.
 TESTED_TORCH = ("2.9.0", "2.16")
 TESTED_JAX = ("0.10.2", "0.11")
 

@@ -10,7 +10,7 @@ Workers run entries one by one (each in all its dtypes) and report each as a lin
 a worker that hangs past the timeout or dies is replaced and its entry recorded as failing,
 so one bad entry cannot stop the run. Results go to build/opinfo_results.jsonl (--update:
 the entries run replace theirs there); results covering every entry rewrite
-OPINFO_COVERAGE.md and print the tables; --write-expected rewrites
+docs/reference/operator-coverage.md and print the tables; --write-expected rewrites
 tests/opinfo/expected_failures.txt from them.
 """
 import argparse
@@ -27,7 +27,7 @@ import time
 from tests.fresh_process import ROOT, start
 
 RESULTS = os.path.join(ROOT, "build", "opinfo_results.jsonl")
-TABLE = os.path.join(ROOT, "OPINFO_COVERAGE.md")
+TABLE = os.path.join(ROOT, "docs", "reference", "operator-coverage.md")
 _TAG = "@@opinfo "
 
 

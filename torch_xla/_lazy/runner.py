@@ -129,7 +129,7 @@ _COMPILER_OPTIONS = {"cpu": {"xla_cpu_parallel_codegen_split_count": 1,
 # than with its MLIR ones, into kernels as fast that compute the same bits (a softmax 53
 # against 79 ms, a CNN training step 86 against 196); small products fused with what follows
 # them compile 3 x slower so (`tanh(x @ w)` chains), so programs with products keep the
-# default (BENCHMARKS.md).
+# default (docs/reference/benchmarks.md).
 _WITHOUT_PRODUCTS = {"xla_cpu_use_fusion_emitters": False}
 
 

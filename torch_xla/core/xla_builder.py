@@ -115,7 +115,7 @@ def computation_from_module_proto(name, proto):
 
 
 def xla_computation_as_func(computation, name=None):
-    """A computation built with `Op`s as a function of a list of XLA tensors (its
+    """A computation built with `Op` objects as a function of a list of XLA tensors (its
     parameters, in order) returning the list of its results."""
     def fn(input_tensors):
         out = call_jax(computation, tuple(input_tensors), override_hash=computation.key)
@@ -163,7 +163,7 @@ class FlattenedInputFunc:
 
 
 class XlaCallable:
-    """`xla_func`, a function of `Op`s (the XLA builder's API), called on XLA tensors: each
+    """`xla_func`, a function of `Op` objects (the XLA builder's API), called on XLA tensors: each
     signature (tensor shapes and dtypes, the other arguments, the structure) is built once
     into a computation, which runs as one op of the lazy graph."""
 

@@ -12,7 +12,7 @@ def gradient_accumulation(train_step, iterable_tensors, model, *carried_tensors)
     """Runs `train_step(*slices, *carried)` for each index i of the leading dimension of
     `iterable_tensors` (slices: `t[i]` of each), with backward of loss / steps each time.
 
-    `train_step` returns the loss, or (loss, *new carried tensors) when there are carried
+    `train_step` returns the loss, or `(loss, *new_carried_tensors)` when there are carried
     tensors, which go to the next step. The gradients of the mean loss over the steps are
     added to the parameters' `.grad`. Returns the mean loss (float32), and after it the
     carried tensors of the last step, if any.

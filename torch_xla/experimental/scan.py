@@ -33,7 +33,7 @@ _SCAN_COMPUTATION_CACHE = WeakKeyDictionary()
 
 
 def tree_flatten_none(pytree):
-    """`tree_flatten` that keeps the `None`s out of the leaves: (leaves, a function that
+    """`tree_flatten` that keeps the `None` values out of the leaves: (leaves, a function that
     rebuilds the tree from them)."""
     flat, spec = tree_flatten(pytree)
     kept = [v for v in flat if v is not None]
@@ -58,7 +58,7 @@ def _body(fn, init, xs, is_fn_pure, partition_fn=default_partition):
 
 def scan(fn: Callable[[Carry, X], tuple[Carry, Y]], init: Carry, xs: X,
          partition_fn=default_partition, is_fn_pure: bool = False) -> tuple[Carry, Y]:
-    """Applies `fn` over the leading dimension of `xs` carrying `init` along: as
+    """Applies `fn` over the leading dimension of `xs` carrying `init` along, as::
 
         carry = init
         for i in range(len(xs)):

@@ -75,7 +75,7 @@ def native_layer_norm_impl(input, normalized_shape, weight, bias, eps):
 
 
 def native_group_norm_impl(input, weight, bias, N, C, HxW, group, eps):
-    """Group norm of `input` (N, C, *) in `group` groups (output 0 of `native_group_norm`),
+    """Group norm of `input` `(N, C, *)` in `group` groups (output 0 of `native_group_norm`),
     without the batch size: it may be symbolic."""
     grouped = input.unflatten(1, (group, -1)).flatten(2)
     mean = torch.mean(grouped, -1, keepdim=True)

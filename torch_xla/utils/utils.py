@@ -193,7 +193,7 @@ def for_each_instance_rewrite(value, select_fn, fn):
 
 
 def shape(inputs):
-    """The nesting shape of lists/tuples of equal length: [len, *shape(inner)]."""
+    """The nesting shape of lists/tuples of equal length: `[len, *shape(inner)]`."""
     out = []
     if isinstance(inputs, (list, tuple)):
         inner = None

@@ -49,7 +49,7 @@ class Unsupported(NotImplementedError):
 
 # Checks and hints that compute nothing inside a program. `_linalg_check_errors` raises on
 # the lazy path after a read of the factorization's status; a compiled program has no host
-# to raise (README, known differences).
+# to raise (docs/reference/known-differences.md).
 _NO_VALUE = {aten._assert_tensor_metadata.default, aten._assert_scalar.default,
              aten.sym_constrain_range_for_size.default, aten._assert_async.msg,
              aten._linalg_check_errors.default, aten._propagate_xla_data.default}
