@@ -342,6 +342,19 @@ def upstream_side(opts, script, argv=()):
     return Upstream(opts.upstream_python, script, argv)
 
 
+def parse_with_upstream(parser, make_round, script, upstream_argv=lambda opts: (), argv=None):
+    """The command line of a benchmark measured beside upstream torch_xla: `parser`'s options
+    and `upstream_option`'s. In the upstream subprocess (--serve) it serves rounds of
+    `make_round(opts)` and exits; otherwise it returns the options and the upstream side
+    (`upstream_side`, started with `upstream_argv(opts)`, the workload's own arguments)."""
+    upstream_option(parser)
+    opts = parser.parse_args(argv)
+    if opts.serve:
+        serve(make_round(opts))
+        sys.exit(0)
+    return opts, upstream_side(opts, script, list(upstream_argv(opts)))
+
+
 def against_upstream(name, round_fn, upstream, rounds=None, compared=()):
     """Rounds of `round_fn()` here and on `upstream` (None: here alone), alternated so that a
     loaded machine weighs on both alike; reports `name` (our medians), `name`_upstream

@@ -20,7 +20,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from torch_xla.experimental import eager_mode_context
 from common import (against_upstream, alternating_times, flop_rate, last_torch_xla_program,
-                    program_flops, report, serve, upstream_option, upstream_side)
+                    parse_with_upstream, program_flops, report)
 from mlp import torch_step_fn
 
 OPS_PER_ITER, ITERS = 3, 100  # x = tanh(x * w + 1): mul, add, tanh
@@ -136,11 +136,7 @@ def mlp_step():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    upstream_option(parser)
-    opts = parser.parse_args()
-    if opts.serve:
-        return serve(op_by_op_round)
-    upstream = upstream_side(opts, __file__)
+    opts, upstream = parse_with_upstream(parser, lambda opts: op_by_op_round, __file__)
     small_ops()
     against_upstream("eager_op_by_op", op_by_op_round, upstream, opts.rounds,
                      compared=("eager_us_per_op",))

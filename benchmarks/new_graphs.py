@@ -33,8 +33,8 @@ import torch
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.runtime as xr
-from common import (against_upstream, flop_rate, last_torch_xla_program, program_flops, serve,
-                    upstream_option, upstream_side)
+from common import (against_upstream, flop_rate, last_torch_xla_program, parse_with_upstream,
+                    program_flops)
 
 WIDTH = 32
 OPS_PER_BLOCK = 4  # mm, tanh, mul, add
@@ -230,11 +230,9 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("graphs", type=int, nargs="?", default=40)
     parser.add_argument("ops", type=int, nargs="?", default=30)
-    upstream_option(parser)
-    opts = parser.parse_args(argv)
-    if opts.serve:
-        return serve(lambda: new_graph_round(opts.ops))
-    upstream = upstream_side(opts, __file__, [str(opts.graphs), str(opts.ops)])
+    opts, upstream = parse_with_upstream(
+        parser, lambda opts: lambda: new_graph_round(opts.ops), __file__,
+        lambda opts: (str(opts.graphs), str(opts.ops)), argv)
     chain(opts.graphs, opts.ops)
     against_upstream("new_graph", lambda: new_graph_round(opts.ops), upstream, opts.rounds,
                      compared=("wall_ms",))

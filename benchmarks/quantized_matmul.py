@@ -6,8 +6,8 @@ the float32 stack's, in this one run: `<variant>/f32` is the median ratio of nei
 blocks' step times (below 1: faster than float32). `<variant>_weight_MB` is the weights'
 size, `<variant>_rel_err` the largest error of its output relative to float32's.
 
-With --upstream-python (the python of a venv with upstream torch_xla 2.9.0) the same workload
-also runs under upstream torch_xla's XlaQuantizedLinear, in a subprocess kept alive for the
+With upstream torch_xla 2.9.0's venv (--upstream-python, default common.UPSTREAM_PYTHON where
+present; --no-upstream: ours alone) the same workload also runs under upstream torch_xla's XlaQuantizedLinear, in a subprocess kept alive for the
 run (PJRT_DEVICE=CPU: upstream's wheel has no CUDA plugin; this tree off its path). The
 rounds alternate, ours then upstream's, so that a loaded machine weighs on both alike; each
 side's ratios are to its own float32 stack measured in the same round, and each figure is
@@ -16,7 +16,7 @@ rounds of the step times' ratio of the two sides (`<variant>_ms`), measured in d
 processes at different moments: noisier than the ratios within a side.
 
     python benchmarks/quantized_matmul.py [--width 1024] [--layers 4] [--batch 16]
-        [--upstream-python PY] [--rounds N]
+        [--upstream-python PY | --no-upstream] [--rounds N]
 """
 import argparse
 
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 import torch_xla
 import torch_xla.core.xla_model as xm
-from common import Upstream, alternating_times, medians, report, serve
+from common import against_upstream, alternating_times, parse_with_upstream
 from torch_xla.experimental.xla_quantized_matmul import XlaQuantizedLinear
 
 
@@ -115,31 +115,14 @@ def main():
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--blocks", type=int, default=5)
     p.add_argument("--steps-per-block", type=int, default=10)
-    p.add_argument("--upstream-python", help="python of a venv with upstream torch_xla 2.9.0")
-    p.add_argument("--rounds", type=int, help="default 3 with --upstream-python, else 1")
-    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    a = p.parse_args()
-    if a.serve:
-        return serve(Workload(a).round)
     # the upstream side gets the workload's arguments only
-    shape = [x for k in ("width", "layers", "batch", "blocks", "steps_per_block")
-             for x in (f"--{k.replace('_', '-')}", str(getattr(a, k)))]
-    upstream = Upstream(a.upstream_python, __file__, shape) if a.upstream_python else None
+    a, upstream = parse_with_upstream(
+        p, lambda a: Workload(a).round, __file__,
+        lambda a: [x for k in ("width", "layers", "batch", "blocks", "steps_per_block")
+                   for x in (f"--{k.replace('_', '-')}", str(getattr(a, k)))])
     work = Workload(a)
-    ours, theirs = [], []
-    try:
-        for _ in range(a.rounds or (3 if upstream else 1)):
-            ours.append(work.round())
-            if upstream:
-                theirs.append(upstream.round())
-    finally:
-        if upstream:
-            upstream.close()
-    report("quantized_matmul", medians(ours))
-    if upstream:
-        report("quantized_matmul_upstream", medians(theirs))
-        report("quantized_matmul_ours/upstream", medians(
-            [{k: o[k] / t[k] for k in o if k.endswith("_ms")} for o, t in zip(ours, theirs)]))
+    against_upstream("quantized_matmul", work.round, upstream, a.rounds,
+                     compared=("f32_ms", *(f"{name}_ms" for name in work.variants)))
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ import time
 import torch
 
 import torch_xla.core.xla_model as xm
-from common import (against_upstream, best_of, flop_rate, last_torch_xla_program, program_flops,
-                    report, serve, steady_time, upstream_option, upstream_side)
+from common import (against_upstream, best_of, flop_rate, last_torch_xla_program,
+                    parse_with_upstream, program_flops, report, steady_time)
 
 N_OPS = 300
 MARK_STEP_OPS = 200
@@ -83,11 +83,7 @@ def tracing_round():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    upstream_option(parser)
-    opts = parser.parse_args()
-    if opts.serve:
-        return serve(tracing_round)
-    upstream = upstream_side(opts, __file__)
+    opts, upstream = parse_with_upstream(parser, lambda opts: tracing_round, __file__)
     dev = xm.xla_device()
     x = torch.randn(16, 16, device=dev)
     held = [graph(x)]
