@@ -92,3 +92,12 @@ def test_every_page_is_in_a_toctree():
     pages = {p.relative_to(docs).with_suffix("").as_posix() for p in docs.rglob("*.md")
              if "_build" not in p.parts and "_api" not in p.parts}
     assert pages - listed == {"index"}
+
+
+def test_the_release_table_is_where_test_matrix_writes_it():
+    """scripts/test-matrix writes its rows between these lines of the page it names."""
+    source = (ROOT / "scripts" / "test-matrix").read_text()
+    page = re.search(r'^RELEASES = "(.+)"$', source, re.M).group(1)
+    text = (ROOT / page).read_text()
+    begin, end = text.index("<!-- test-matrix: begin -->"), text.index("<!-- test-matrix: end -->")
+    assert "| torch | jax | date | commit |" in text[begin:end]
