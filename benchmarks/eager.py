@@ -3,10 +3,13 @@ PyTorch on the CPU, the lazy path and jax's own op-by-op dispatch of the same op
 step of the MLP in eager mode, fused (the default) and op by op, against the lazy step; each
 pair timed in alternating blocks.
 
-`eager_op_by_op` is the op-by-op loop against jax's floor, in rounds alternated with the
-same rounds under upstream torch_xla (`--upstream-python`, default common.UPSTREAM_PYTHON
-where present): `eager_op_by_op_upstream`, and `eager_op_by_op_ours/upstream`, the median
-ratio of the two sides' µs per op (each side's `eager/jax` is to its own venv's jax).
+`eager_op_by_op` is the op-by-op loop against jax's floor (`eager/jax`), and the floor of any
+PyTorch/XLA written in Python against the same (`subclass_floor/jax`: a `__torch_dispatch__`
+wrapper subclass calling one cached jitted function per op, doing nothing else), in rounds
+alternated with the same rounds under upstream torch_xla (`--upstream-python`, default
+common.UPSTREAM_PYTHON where present): `eager_op_by_op_upstream`, and
+`eager_op_by_op_ours/upstream`, the median ratio of the two sides' µs per op (each side's
+`eager/jax` is to its own venv's jax).
 
     python benchmarks/eager.py [--upstream-python PY | --no-upstream] [--rounds N]
 """
@@ -76,6 +79,36 @@ def _jax_loop():
     return step, lambda: out[0].block_until_ready()
 
 
+class _SubclassFloor(torch.Tensor):
+    """The least any PyTorch/XLA written in Python over `__torch_dispatch__` does per op: a
+    wrapper subclass holding a jax array, each op one cached `jax.jit` function called at
+    once (scalars baked into it), no graph, no checks, no bookkeeping."""
+    _JITS = {torch.ops.aten.mul.Tensor: jax.jit(jnp.multiply),
+             torch.ops.aten.add.Tensor: jax.jit(lambda a: a + 1.0),  # (the loop's `+ 1.0`)
+             torch.ops.aten.tanh.default: jax.jit(jnp.tanh)}
+
+    @staticmethod
+    def __new__(cls, array):
+        t = torch.Tensor._make_wrapper_subclass(cls, array.shape, dtype=torch.float32)
+        t.array = array
+        return t
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return cls(cls._JITS[func](*[a.array for a in args if type(a) is cls]))
+
+
+def _subclass_floor_loop():
+    """`_loop` on `_SubclassFloor` tensors."""
+    x = _SubclassFloor(jnp.asarray(torch.randn(SHAPE).numpy()))
+    w = _SubclassFloor(jnp.asarray(torch.randn(SHAPE).numpy()))
+    out = [x]
+
+    def step():
+        out[0] = _loop(x, w)
+    return step, lambda: out[0].array.block_until_ready()
+
+
 def _per_op_us(seconds):
     return seconds / (ITERS * OPS_PER_ITER) * 1e6
 
@@ -106,8 +139,11 @@ def op_by_op_round():
     upstream's side serves too)."""
     ours = (_torch_loop(xm.xla_device(), eager=True), xm.wait_device_ops)
     eager_t, jax_t, ratio = alternating_times(ours, _jax_loop(), warmup=2, blocks=7, steps_per_block=3)
+    floor_t, floor_jax_t, floor_ratio = alternating_times(_subclass_floor_loop(), _jax_loop(),
+                                                          warmup=2, blocks=7, steps_per_block=3)
     return {"eager_us_per_op": _per_op_us(eager_t), "jax_us_per_op": _per_op_us(jax_t),
-            "eager/jax": ratio}
+            "eager/jax": ratio, "subclass_floor_us_per_op": _per_op_us(floor_t),
+            "subclass_floor/jax": floor_ratio}
 
 
 def mlp_step():
