@@ -1,9 +1,9 @@
 """Builds the package. Where torch and a C++ compiler are in the build environment
 (`pip install --no-build-isolation .`, `python setup.py build_ext --inplace`), the XLA device
-hooks (torch_xla/_lazy/device_hooks.cpp: the device guard and the refusal of sparse layouts)
+hooks (torch_xla/_lazy/hooks/device_hooks.cpp: the device guard and the refusal of sparse layouts)
 are compiled for that torch release too, so that importing torch_xla later needs no compiler;
 elsewhere the package is pure Python and the guard comes from the routes
-torch_xla/_lazy/device_guard.py describes."""
+torch_xla/_lazy/hooks/device_guard.py describes."""
 import importlib.util
 import os
 import shutil
@@ -21,13 +21,13 @@ def _guard_extensions():
         return [], {}
     here = os.path.dirname(os.path.abspath(__file__))
     spec = importlib.util.spec_from_file_location(
-        "guard_build", os.path.join(here, "torch_xla", "_lazy", "guard_build.py"))
+        "guard_build", os.path.join(here, "torch_xla", "_lazy", "hooks", "guard_build.py"))
     guard_build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(guard_build)
     name = guard_build.library_stem(torch.__version__,
-                                    os.path.join(here, "torch_xla", "_lazy", "device_hooks.cpp"))
-    extension = CppExtension(f"torch_xla._lazy.{name}",
-                             ["torch_xla/_lazy/device_hooks.cpp"])
+                                    os.path.join(here, "torch_xla", "_lazy", "hooks", "device_hooks.cpp"))
+    extension = CppExtension(f"torch_xla._lazy.hooks.{name}",
+                             ["torch_xla/_lazy/hooks/device_hooks.cpp"])
     return [extension], {"build_ext": BuildExtension.with_options(use_ninja=False)}
 
 

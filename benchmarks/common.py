@@ -180,14 +180,14 @@ def peak_step_bytes(compiled, live):
 
 
 def last_torch_xla_program():
-    from torch_xla._lazy import runner
+    from torch_xla._lazy.runtime import runner
     return runner.cached_programs()[-1].compiled
 
 
 def live_bytes_at_launch(step, sync):
     """Device bytes alive when the step's program is launched (a training step frees last
     step's gradients in `zero_grad`, before its program runs): one step, instrumented."""
-    from torch_xla._lazy import execution
+    from torch_xla._lazy.step import execution
     seen, execute = [], execution._execute
     execution._execute = lambda *a: (seen.append(live_device_bytes()), execute(*a))[1]
     try:

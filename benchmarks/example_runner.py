@@ -53,7 +53,7 @@ class _FlopCounter:
     program)."""
 
     def __init__(self):
-        from torch_xla._lazy import runner
+        from torch_xla._lazy.runtime import runner
         from common import program_flops
         self.total, self._known, execute = 0.0, {}, runner.execute
 

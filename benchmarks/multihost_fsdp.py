@@ -105,7 +105,7 @@ def worker():
     import torch_xla.core.xla_model as xm
     import torch_xla.distributed.spmd as xs
     import torch_xla.runtime as xr
-    from torch_xla._lazy import pjrt, runner
+    from torch_xla._lazy.runtime import pjrt, runner
     from common import steady_time
     import spmd_fsdp
     xr.use_spmd()

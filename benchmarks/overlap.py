@@ -25,8 +25,8 @@ import torch  # noqa: E402
 
 import torch_xla.core.xla_model as xm  # noqa: E402
 from common import best_of, flop_rate, last_torch_xla_program, program_flops, report  # noqa: E402
-from torch_xla._lazy import graph_program  # noqa: E402
-from torch_xla._lazy.tensor import live_values  # noqa: E402
+from torch_xla._lazy.launch import graph_program  # noqa: E402
+from torch_xla._lazy.graph.tensor import live_values  # noqa: E402
 
 N, SMALL_OPS = 384, 300
 

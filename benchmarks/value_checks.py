@@ -12,7 +12,7 @@ import time
 
 import torch_xla.core.xla_model as xm
 from common import flop_rate, last_torch_xla_program, program_flops
-from torch_xla._lazy import value_checks
+from torch_xla._lazy.trace import value_checks
 
 
 def _block(step, checks, steps):

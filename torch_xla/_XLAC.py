@@ -11,29 +11,29 @@ import jax
 import torch
 
 from torch_xla import _lazy
-from torch_xla._lazy import device_info as _device_info
-from torch_xla._lazy import device as _device
-from torch_xla._lazy import donation as _donation
-from torch_xla._lazy import dynamic_shape_detector as _detector
-from torch_xla._lazy import execution as _execution
-from torch_xla._lazy import graph_dump as _graph_dump
-from torch_xla._lazy.lowering_context import LoweringContext as _LoweringContext
-from torch_xla._lazy import ir as _ir
-from torch_xla._lazy.replicas import collective_ops as _coll
-from torch_xla._lazy import ready as _ready
-from torch_xla._lazy import scopes as _scopes
-from torch_xla._lazy import eager as _eager
-from torch_xla._lazy import counters as _counters
-from torch_xla._lazy import preemption as _preemption
+from torch_xla._lazy.runtime import device_info as _device_info
+from torch_xla._lazy.hooks import device as _device
+from torch_xla._lazy.launch import donation as _donation
+from torch_xla._lazy.graph import dynamic_shape_detector as _detector
+from torch_xla._lazy.step import execution as _execution
+from torch_xla._lazy.inspect import graph_dump as _graph_dump
+from torch_xla._lazy.inspect.lowering_context import LoweringContext as _LoweringContext
+from torch_xla._lazy.graph import ir as _ir
+from torch_xla._lazy.trace import collective_ops as _coll
+from torch_xla._lazy.trace import ready as _ready
+from torch_xla._lazy.base import scopes as _scopes
+from torch_xla._lazy.trace import eager as _eager
+from torch_xla._lazy.base import counters as _counters
+from torch_xla._lazy.runtime import preemption as _preemption
 from torch_xla._lazy.lowering import custom_call as _custom_call, precision as _precision
 from torch_xla._lazy.lowering import quantized as _quantized
-from torch_xla._lazy import optimization_barrier as _barrier
-from torch_xla._lazy import pjrt as _pjrt
-from torch_xla._lazy.spmd import mark_sharding as _sharding
-from torch_xla._lazy.spmd import op_sharding as _op_sharding
-from torch_xla._lazy import tensor as _tensor
-from torch_xla._lazy import transfers as _transfers
-from torch_xla._lazy import unbounded_dims as _unbounded_dims
+from torch_xla._lazy.trace import optimization_barrier as _barrier
+from torch_xla._lazy.runtime import pjrt as _pjrt
+from torch_xla._lazy.trace import mark_sharding as _sharding
+from torch_xla._lazy.trace import op_sharding as _op_sharding
+from torch_xla._lazy.graph import tensor as _tensor
+from torch_xla._lazy.launch import transfers as _transfers
+from torch_xla._lazy.graph import unbounded_dims as _unbounded_dims
 from torch_xla._xlac_cached_graphs import (  # noqa: F401  (their _XLAC names)
     _get_base_seed_as_tensor, _get_seed_info_id, _get_tensors_xla_device_data_node,
     _run_cached_graph, _xla_get_rng_seed, _xla_get_tensor_id, _xla_warm_up_cache)
@@ -389,8 +389,8 @@ def _xla_increment_counter(name: str, n: int = 1) -> None:
 def _get_xla_tensor_dimension_size(t, dim: int):
     """Size `dim` of `t` as an int32 tensor on its device: a bounded dynamic size as the
     program computes it (nothing read on the host)."""
-    from torch_xla._lazy import dynamic_sizes
-    from torch_xla._lazy.tensor import wrap, to_functional
+    from torch_xla._lazy.trace import dynamic_sizes
+    from torch_xla._lazy.graph.tensor import wrap, to_functional
     node = dynamic_sizes.node_of(t.shape[dim])
     if node is None:
         return torch.tensor(t.shape[dim], dtype=torch.int32, device=t.device)

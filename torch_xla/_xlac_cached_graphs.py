@@ -1,17 +1,17 @@
 """`torch_xla._XLAC`'s helpers for running a traced graph again on other inputs (what
 torch_xla's first dynamo bridge, `dynamo_bridge.GraphInputMatcher`, builds on): tensor ids,
-a graph's device-data inputs, programs kept by graph hash (`_lazy/cached_graphs`), the seed.
+a graph's device-data inputs, programs kept by graph hash (`_lazy/graph_capture/cached_graphs`), the seed.
 """
 import itertools
 import weakref
 
 import torch
 
-from torch_xla._lazy import cached_graphs as _cached
-from torch_xla._lazy import device as _device
-from torch_xla._lazy import graph_dump as _graph_dump
-from torch_xla._lazy import rng as _rng
-from torch_xla._lazy import tensor as _tensor
+from torch_xla._lazy.graph_capture import cached_graphs as _cached
+from torch_xla._lazy.hooks import device as _device
+from torch_xla._lazy.inspect import graph_dump as _graph_dump
+from torch_xla._lazy.graph import rng as _rng
+from torch_xla._lazy.graph import tensor as _tensor
 
 # id(tensor) -> (weak reference to it, its number), given on first ask; dropped with the
 # tensor (tensors compare by value, so no WeakKeyDictionary). A buffer's value gets the

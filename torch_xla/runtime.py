@@ -2,8 +2,8 @@
 import os
 
 import torch_xla
-from torch_xla._lazy import device_info as _device_info
-from torch_xla._lazy import pjrt as _pjrt
+from torch_xla._lazy.runtime import device_info as _device_info
+from torch_xla._lazy.runtime import pjrt as _pjrt
 
 
 def device_type():
@@ -59,7 +59,7 @@ def initialize_cache(path: str, readonly: bool = False) -> None:
     """Keeps compiled programs in directory `path` across processes: a later run of the same
     program loads it instead of compiling (counted as `PersistentCacheHit`). `readonly`:
     load only, never write. Call before the first computation."""
-    from torch_xla._lazy import runner
+    from torch_xla._lazy.runtime import runner
     runner.initialize_persistent_cache(path, readonly)
 
 

@@ -16,13 +16,13 @@ import torch_xla.debug.metrics_saver as metrics_saver
 import torch_xla.distributed.xla_multiprocessing as xmp
 import torch_xla.utils.utils as xu
 from torch_xla.utils import closures
-from torch_xla._lazy import device as _device
-from torch_xla._lazy import device_info as _device_info
-from torch_xla._lazy import dynamic_shape_detector as _detector
-from torch_xla._lazy import eager as _eager
-from torch_xla._lazy import graph_analysis as _analysis
-from torch_xla._lazy import execution as _execution
-from torch_xla._lazy import scopes
+from torch_xla._lazy.hooks import device as _device
+from torch_xla._lazy.runtime import device_info as _device_info
+from torch_xla._lazy.graph import dynamic_shape_detector as _detector
+from torch_xla._lazy.trace import eager as _eager
+from torch_xla._lazy.runtime import graph_analysis as _analysis
+from torch_xla._lazy.step import execution as _execution
+from torch_xla._lazy.base import scopes
 
 __all__ = ["device", "devices", "real_devices", "device_count", "sync", "step", "compile",
            "manual_seed", "launch", "set_custom_compile_options"]
@@ -202,7 +202,7 @@ def launch(fn, args=(), start_method: str = 'spawn', debug_single_process: bool 
     """Runs `fn(index, *args)` on every device, one process each (`xmp.spawn`), and returns
     when all have ended. Under torchelastic (torchrun) the launcher made the processes:
     `fn(LOCAL_RANK, *args)` runs in this one, which joins the others through torchrun's
-    variables (`_lazy/hosts`). `debug_single_process`: run `fn(0, *args)` in
+    variables (`_lazy/runtime/hosts`). `debug_single_process`: run `fn(0, *args)` in
     this process only."""
     if dist.is_torchelastic_launched():
         fn(xu.getenv_as("LOCAL_RANK", int), *args)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import torch_xla
-from torch_xla._lazy.tensor import is_pending
+from torch_xla._lazy.graph.tensor import is_pending
 import torch_xla.debug.metrics as met
 from torch_xla._dynamo import config, dynamo_backend2
 from torch_xla._dynamo.dynamo_bridge import NoneRemover

@@ -7,7 +7,7 @@ import torch
 import torch_xla
 import torch_xla.debug.metrics as met
 from tests.compare import assert_same
-from torch_xla._lazy.tensor import unwrap
+from torch_xla._lazy.graph.tensor import unwrap
 
 XLAC = torch_xla._XLAC
 

@@ -10,7 +10,7 @@ import torch_xla
 import torch_xla.debug.metrics as met
 from tests.training._models import (CNN, MLP, TransformerLM, classification_batches, lm_batches,
                                     loss_of, train)
-from torch_xla._lazy.tensor import XLATensor, unwrap
+from torch_xla._lazy.graph.tensor import XLATensor, unwrap
 from tests.compare import assert_same
 
 STEPS = 4

@@ -11,7 +11,9 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from torch_xla._lazy import dispatch, graph_program, meta, runner
+from torch_xla._lazy.trace import dispatch, meta
+from torch_xla._lazy.launch import graph_program
+from torch_xla._lazy.runtime import runner
 
 STEPS, SHAPES, STEPS_PER_SHAPE, EVERY = 5000, 50, 50, 500
 

@@ -3,7 +3,7 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from torch_xla._lazy.tensor import unwrap
+from torch_xla._lazy.graph.tensor import unwrap
 from tests.compare import assert_same
 
 

@@ -2,7 +2,7 @@
 import pytest
 
 import torch_xla.debug.metrics as met
-from torch_xla._lazy.caches import GenerationCache, LRUCache
+from torch_xla._lazy.base.caches import GenerationCache, LRUCache
 
 
 def test_lru_cache_evicts_the_least_recently_used(monkeypatch):
@@ -41,7 +41,7 @@ def test_collective_programs_are_bounded_and_evictions_counted(dev, monkeypatch)
     runner's bounded cache: more shapes than it holds evict the oldest, counted."""
     import torch
     import torch_xla.core.xla_model as xm
-    from torch_xla._lazy import runner
+    from torch_xla._lazy.runtime import runner
     monkeypatch.setenv("XLA_TEST_CACHE_SIZE", "3")
     monkeypatch.setattr(runner, "_cache", LRUCache("Program", "XLA_TEST_CACHE_SIZE", 100))
     met.clear_counters()

@@ -4,7 +4,7 @@ XLA's default."""
 import jax.numpy as jnp
 import numpy as np
 
-from torch_xla._lazy import runner
+from torch_xla._lazy.runtime import runner
 
 
 def _options(fn, *args):

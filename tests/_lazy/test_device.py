@@ -1,4 +1,4 @@
-"""The device's floating dtype under XLA_USE_BF16 / XLA_DOWNCAST_BF16 (`_lazy/device`; seed 4.2,
+"""The device's floating dtype under XLA_USE_BF16 / XLA_DOWNCAST_BF16 (`_lazy/hooks/device`; seed 4.2,
 Q3): read at start-up, so each mode runs in a fresh process."""
 import json
 import os

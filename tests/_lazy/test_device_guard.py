@@ -41,7 +41,7 @@ def _run_without_compiler(tmp_path, script, **env):
 
 def _built_guard_exists():
     import glob
-    from torch_xla._lazy import device_guard
+    from torch_xla._lazy.hooks import device_guard
     return bool(glob.glob(os.path.join(os.path.dirname(device_guard.__file__),
                                        device_guard.library_stem() + ".*so")))
 

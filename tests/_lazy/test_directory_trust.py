@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from torch_xla._lazy.directory_trust import resolved, writable_by_others
+from torch_xla._lazy.runtime.directory_trust import resolved, writable_by_others
 
 
 def _directory(path, mode):

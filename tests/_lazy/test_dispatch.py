@@ -7,7 +7,7 @@ from torch._decomp import decomposition_table
 
 import torch_xla.debug.metrics as met
 from tests.compare import assert_same, fallbacks
-from torch_xla._lazy import fallback
+from torch_xla._lazy.trace import fallback
 from torch_xla._lazy.lowering import REGISTRY
 
 BAD_INPUT = [
@@ -131,7 +131,7 @@ def test_a_training_steps_error_probes_do_no_full_size_work(dev):
     """The first step of an MLP (784-1024-1024-10, batch 128, as in benchmarks/mlp.py) probes
     PyTorch's CPU kernels for errors only on stand-ins of size 1: each probe counted, none
     at full size."""
-    from torch_xla._lazy import meta
+    from torch_xla._lazy.trace import meta
     import torch_xla.core.xla_model as xm
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
@@ -149,7 +149,7 @@ def test_a_training_steps_error_probes_do_no_full_size_work(dev):
 
 
 def test_an_error_is_probed_at_full_size_for_pytorchs_message(dev):
-    from torch_xla._lazy import meta
+    from torch_xla._lazy.trace import meta
     meta._cache.clear()
     met.clear_counters()
     with pytest.raises(RuntimeError, match=r"\(2x3 and 2x3\)"):
@@ -208,7 +208,7 @@ def test_tracing_makes_no_reference_cycles(dev):
 def test_engine_ops_that_trace_their_op_reuse_its_plan(dev, monkeypatch):
     """An op the engine handles before tracing it (nll_loss's target check, indexing) asks
     meta for its outputs once per argument signature, like every other op."""
-    from torch_xla._lazy import dispatch
+    from torch_xla._lazy.trace import dispatch
     asked, original = [], dispatch.meta_outputs
 
     def meta_outputs(func, *args):

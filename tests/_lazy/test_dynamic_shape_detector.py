@@ -1,4 +1,4 @@
-"""The dynamic shape detector (torch_xla/_lazy/dynamic_shape_detector.py): a compiled
+"""The dynamic shape detector (torch_xla/_lazy/graph/dynamic_shape_detector.py): a compiled
 function's graphs recorded op by op into a trie, the one too many refused at the op that makes
 it, with the IR node met and those expected there."""
 import re
@@ -9,7 +9,7 @@ import torch
 
 import torch_xla
 from torch_xla import _XLAC
-from torch_xla._lazy import dynamic_shape_detector as detector
+from torch_xla._lazy.graph import dynamic_shape_detector as detector
 
 
 def _node(op, shape="f32[4]{0}"):

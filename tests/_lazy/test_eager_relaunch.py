@@ -6,8 +6,8 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from torch_xla._lazy import eager as engine_eager
-from torch_xla._lazy.tensor import unwrap
+from torch_xla._lazy.trace import eager as engine_eager
+from torch_xla._lazy.graph.tensor import unwrap
 from torch_xla.experimental import eager_mode_context
 from tests.compare import assert_same
 

@@ -14,8 +14,8 @@ _SERVICES = {"torch_xla._lazy." + m for m in (
     "ir", "tensor", "pjrt", "counters", "caches", "donation", "frames", "user_code",
     "device_info", "deferred_checks", "lowering.precision", "scopes", "trace_spans",
     "graph_analysis")} | {"torch_xla.utils.utils"}
-_ROOMS = ["torch_xla.core.xla_model", "torch_xla.torch_xla", "torch_xla._lazy.execution",
-          "torch_xla._lazy.graph_cache", "torch_xla._lazy.graph_program", "torch_xla._lazy.runner",
+_ROOMS = ["torch_xla.core.xla_model", "torch_xla.torch_xla", "torch_xla._lazy.step.execution",
+          "torch_xla._lazy.launch.graph_cache", "torch_xla._lazy.launch.graph_program", "torch_xla._lazy.runtime.runner",
           "torch_xla.utils.closures"]  # (the step closures, once the program is launched)
 
 

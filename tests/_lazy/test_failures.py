@@ -102,7 +102,7 @@ def test_an_op_the_backward_pass_made_names_the_line_that_called_backward(dev, m
 
 
 def test_a_failing_collective_names_the_line_of_its_call(dev, monkeypatch):
-    from torch_xla._lazy.replicas.collective_ops import ALL_REDUCE
+    from torch_xla._lazy.trace.collective_ops import ALL_REDUCE
 
     def fails(*args, **kwargs):
         raise ValueError("all_reduce fails on purpose")

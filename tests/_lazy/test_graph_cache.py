@@ -1,4 +1,4 @@
-"""A step's graph found by its roots' hashes without a walk (`_lazy/graph_cache`), what a
+"""A step's graph found by its roots' hashes without a walk (`_lazy/launch/graph_cache`), what a
 program outputs (no bases of views) and which buffer each output reuses (donation)."""
 import re
 
@@ -8,7 +8,8 @@ import torch
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from tests.compare import ALLCLOSE, EXACT, assert_same, compiles
-from torch_xla._lazy import graph_cache, graph_program, runner
+from torch_xla._lazy.launch import graph_cache, graph_program
+from torch_xla._lazy.runtime import runner
 
 
 @pytest.fixture

@@ -66,7 +66,7 @@ def test_changing_python_scalars_does_not_recompile(dev):
 
 
 def _last_program():
-    from torch_xla._lazy import runner
+    from torch_xla._lazy.runtime import runner
     return runner.cached_programs()[-1]
 
 
@@ -125,7 +125,7 @@ def test_updated_parameters_are_donated(dev):
     reuse (donated), so a step never holds two copies of the model."""
     p = torch.randn(64, 64, device=dev)
     xm.mark_step()
-    from torch_xla._lazy.tensor import unwrap
+    from torch_xla._lazy.graph.tensor import unwrap
     old = unwrap(p)._value.data
     p.mul_(0.5).add_(1.0)
     xm.mark_step()
@@ -164,7 +164,8 @@ def test_metrics_report_names_compilations(dev):
 def test_a_steady_loop_leaks_nothing(dev):
     """Programs, device buffers and tracked tensors stay constant step after step."""
     import jax
-    from torch_xla._lazy import runner, tensor
+    from torch_xla._lazy.runtime import runner
+    from torch_xla._lazy.graph import tensor
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -227,8 +228,8 @@ def test_scalars_are_one_parameter_per_distinct_value(dev):
     stays float32; scalars that share a parameter and then differ (0.0 and -0.0 too) get a
     program of their own, with the right values."""
     import jax
-    from torch_xla._lazy import graph_program
-    from torch_xla._lazy.tensor import unwrap
+    from torch_xla._lazy.launch import graph_program
+    from torch_xla._lazy.graph.tensor import unwrap
     x = torch.randn(4, device=dev)
     xm.mark_step()
     xc = x.cpu()
@@ -247,8 +248,8 @@ def test_scalars_only_float32_ops_use_are_float32_parameters(dev):
     parameter, rounded on the host as the op would round it: the program converts none. One
     that an op of another dtype reads too stays float64 (and exact there)."""
     import jax
-    from torch_xla._lazy import graph_program
-    from torch_xla._lazy.tensor import unwrap
+    from torch_xla._lazy.launch import graph_program
+    from torch_xla._lazy.graph.tensor import unwrap
     x, d = torch.randn(4, device=dev), torch.randn(4, dtype=torch.float64, device=dev)
     xm.mark_step()
     xc, dc = x.cpu(), d.cpu()

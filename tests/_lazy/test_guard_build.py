@@ -13,7 +13,7 @@ import torch
 import torch.utils.cpp_extension as cpp_extension
 
 from tests.fresh_process import TIMEOUT, python, start
-from torch_xla._lazy import device_guard, guard_build
+from torch_xla._lazy.hooks import device_guard, guard_build
 
 _IMPORT = """
 import torch

@@ -1,4 +1,4 @@
-"""How processes find each other (`_lazy/hosts`), without starting any: torchrun's layout,
+"""How processes find each other (`_lazy/runtime/hosts`), without starting any: torchrun's layout,
 the coordinator's address, the address gloo listens at. tests/multihost runs them on
 hosts of their own."""
 import datetime
@@ -7,7 +7,7 @@ import os
 import pytest
 import torch.distributed as dist
 
-from torch_xla._lazy import hosts
+from torch_xla._lazy.runtime import hosts
 
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "job", "TORCHELASTIC_USE_AGENT_STORE": "True", "RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
             "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2"}

@@ -72,7 +72,7 @@ def test_cpu_functionalization_is_unchanged():
 
 def _traced_ops(monkeypatch):
     """The ops the engine traces from now on (each lowered op, by name)."""
-    from torch_xla._lazy import dispatch
+    from torch_xla._lazy.trace import dispatch
     traced, original = [], dispatch._trace_cached
 
     def record(func, *args):

@@ -7,7 +7,7 @@ import torch
 
 import torch_xla
 import torch_xla.debug.metrics as met
-from torch_xla._lazy import hlo_proto
+from torch_xla._lazy.inspect import hlo_proto
 
 
 def _pending_sum(dev):

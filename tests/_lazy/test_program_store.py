@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from torch_xla._lazy import runner
-from torch_xla._lazy.ir import In, Sc
-from torch_xla._lazy.program_store import key_text
+from torch_xla._lazy.runtime import runner
+from torch_xla._lazy.graph.ir import In, Sc
+from torch_xla._lazy.launch.program_store import key_text
 from tests.fresh_process import python
 
 

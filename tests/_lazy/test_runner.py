@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import torch_xla.debug.metrics as met
-from torch_xla._lazy import runner
-from torch_xla._lazy.graph_analysis import Explanation
+from torch_xla._lazy.runtime import runner
+from torch_xla._lazy.runtime.graph_analysis import Explanation
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "torch_xla"
 
@@ -37,7 +37,7 @@ def _compile_sites(path):
 def test_programs_are_compiled_only_by_the_runner():
     found = {str(p.relative_to(PACKAGE)): lines for p in sorted(PACKAGE.rglob("*.py"))
              if p.name != "runner.py" and (lines := _compile_sites(p))}
-    assert not found, f"compiled outside torch_xla/_lazy/runner.py: {found}"
+    assert not found, f"compiled outside torch_xla/_lazy/runtime/runner.py: {found}"
 
 
 def test_the_site_finder_sees_each_kind_of_site(tmp_path):

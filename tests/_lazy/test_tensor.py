@@ -204,7 +204,7 @@ def test_the_live_tensor_registry_forgets_dead_tensors_without_a_sync(dev):
     mark_step keep the registry within twice the live tensors (or its minimum), and the
     live ones are listed in creation order."""
     import gc
-    from torch_xla._lazy import tensor
+    from torch_xla._lazy.graph import tensor
     gc.collect()  # other tests' garbage dies now, not while the bound is measured
     a = torch.ones(3, device=dev)
     kept = []

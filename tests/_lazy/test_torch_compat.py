@@ -1,10 +1,10 @@
-"""The probes of what differs between torch releases (torch_xla/_lazy/torch_compat.py): each
+"""The probes of what differs between torch releases (torch_xla/_lazy/base/torch_compat.py): each
 answers on the running torch without error, and its answer agrees with the behaviour it
 describes, observed here directly (so a release whose behaviour moves breaks here, by name)."""
 import pytest
 import torch
 
-from torch_xla._lazy import torch_compat
+from torch_xla._lazy.base import torch_compat
 
 aten = torch.ops.aten
 

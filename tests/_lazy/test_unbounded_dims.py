@@ -1,4 +1,4 @@
-"""Dimensions marked unbounded (torch_xla/_lazy/unbounded_dims.py, `_XLAC._xla_mark_dynamic`):
+"""Dimensions marked unbounded (torch_xla/_lazy/graph/unbounded_dims.py, `_XLAC._xla_mark_dynamic`):
 symbolic (`?`) in the pending graph's StableHLO, broadcast by torch_xla's rule; the program
 still runs at the buffers' sizes."""
 import re

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 from tests.compare import assert_same, check, compiles, to_xla
-from torch_xla._lazy import value_checks
+from torch_xla._lazy.trace import value_checks
 
 
 def L(*values, dtype=torch.int64):

@@ -9,7 +9,7 @@ import torch_xla._XLAC as XLAC
 import torch_xla.core.xla_model as xm
 from tests.conftest import assert_same, compiles
 from tests.fresh_process import python
-from torch_xla._lazy.tensor import unwrap
+from torch_xla._lazy.graph.tensor import unwrap
 
 
 def _graph(dev):

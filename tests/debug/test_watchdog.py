@@ -7,7 +7,7 @@ import time
 import pytest
 
 import torch_xla.debug.watchdog as watchdog
-from torch_xla._lazy import peer_watch
+from torch_xla._lazy.runtime import peer_watch
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.distributed.spmd as xs
 import torch_xla.runtime as xr
 import torch_xla.experimental.distributed_checkpoint as xc
-from torch_xla._lazy import pjrt
+from torch_xla._lazy.runtime import pjrt
 
 from ._spmd_basic import MLP
 from ._spmd_harness import check, spec

@@ -6,7 +6,7 @@ import torch
 from torch.distributed.tensor import Replicate, Shard, distribute_module, distribute_tensor, init_device_mesh
 
 import torch_xla.distributed.spmd as xs
-from torch_xla._lazy import torch_compat
+from torch_xla._lazy.base import torch_compat
 
 from ._spmd_harness import N, check, raises, spec
 from tests.compare import EXACT, assert_same

@@ -8,7 +8,7 @@ import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from torch_xla._lazy import eager_fused
+from torch_xla._lazy.trace import eager_fused
 from torch_xla.experimental import eager_mode, eager_mode_context, is_eager_mode
 from tests.compare import assert_same
 from tests.fresh_process import python
@@ -45,15 +45,15 @@ def test_the_setting_and_its_context():
     assert not is_eager_mode()
     with eager_mode_context(True):
         assert is_eager_mode() and torch_xla._XLAC._get_use_eager_mode()
-        assert not torch_xla._lazy.eager.op_by_op()  # fused, unless asked
+        assert not torch_xla._lazy.trace.eager.op_by_op()  # fused, unless asked
         with eager_mode_context(False) as outer:
             assert outer is True and not is_eager_mode()
         assert is_eager_mode()
         with eager_mode_context(True, op_by_op=True):
-            assert torch_xla._lazy.eager.op_by_op()
+            assert torch_xla._lazy.trace.eager.op_by_op()
             torch_xla._XLAC._set_use_eager_mode(True)  # (upstream's switch keeps the way)
-            assert torch_xla._lazy.eager.op_by_op()
-        assert not torch_xla._lazy.eager.op_by_op()
+            assert torch_xla._lazy.trace.eager.op_by_op()
+        assert not torch_xla._lazy.trace.eager.op_by_op()
     assert not is_eager_mode()
     eager_mode(True)
     try:

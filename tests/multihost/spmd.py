@@ -26,7 +26,7 @@ import torch_xla.distributed.spmd as xs
 import torch_xla.experimental.distributed_checkpoint as xc
 import torch_xla.runtime as xr
 from tests.multihost.report import emit
-from torch_xla._lazy import pjrt
+from torch_xla._lazy.runtime import pjrt
 from torch_xla.experimental.spmd_fully_sharded_data_parallel import \
     SpmdFullyShardedDataParallel as FSDPv2
 

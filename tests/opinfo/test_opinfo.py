@@ -146,7 +146,7 @@ def test_harness_errors_and_missing_errors():
 
 
 def test_harness_counts_cpu_fallback():
-    from torch_xla._lazy import counters
+    from torch_xla._lazy.base import counters
 
     def counted(x):
         if x.device.type == "xla":

@@ -8,7 +8,7 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.utils.dlpack as xdlpack
-from torch_xla._lazy.tensor import unwrap
+from torch_xla._lazy.graph.tensor import unwrap
 from tests.compare import assert_same
 
 

@@ -30,7 +30,7 @@ def test_save_and_load_a_state_dict(dev, tmp_path):
 
 
 def test_only_the_master_writes(dev, tmp_path, monkeypatch):
-    from torch_xla._lazy import pjrt
+    from torch_xla._lazy.runtime import pjrt
     monkeypatch.setattr(pjrt, "local_ordinal", lambda: 1)  # this process: not the master
     path = str(tmp_path / "data.pt")
     xser.save([torch.ones(2, device=dev)], path)

@@ -11,10 +11,10 @@ import contextlib
 import torch
 
 from torch_xla._dynamo import config
-from torch_xla._lazy import counters as _counters
-from torch_xla._lazy import donation as _donation
-from torch_xla._lazy import execution as _execution
-from torch_xla._lazy import tensor as _tensor
+from torch_xla._lazy.base import counters as _counters
+from torch_xla._lazy.launch import donation as _donation
+from torch_xla._lazy.step import execution as _execution
+from torch_xla._lazy.graph import tensor as _tensor
 from torch_xla._lazy.graph_capture import compiled as _compiled
 
 

@@ -18,5 +18,5 @@ def maybe_get_jax(log=True):
 
 
 def maybe_get_torchax():
-    """None: torchax is not used (torch functions are traced lazily, `_lazy/traced`)."""
+    """None: torchax is not used (torch functions are traced lazily, `_lazy/trace/traced`)."""
     return None

@@ -12,8 +12,8 @@ import tempfile
 
 import torch_xla
 import torch_xla.runtime as xr
-from torch_xla._lazy import pjrt as _pjrt
-from torch_xla._lazy.replicas import threads as _threads
+from torch_xla._lazy.runtime import pjrt as _pjrt
+from torch_xla._lazy.launch import replica_threads as _threads
 from torch_xla.distributed import xla_multiprocessing as xmp
 
 

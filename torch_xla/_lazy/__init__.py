@@ -7,11 +7,13 @@ packed sequences, einsum as one op, the CPU's checks of `out=` arguments, XLA te
 the configuration of PyTorch's `openxla` dynamo backend, and fake tensors' fallback for ops
 without a meta kernel on XLA tensors.
 """
-# engine_ops and replicas.collective_ops register themselves on import
-from . import (counters, device, dlpack, einsum, engine_ops, inplace, module_conversion,  # noqa: F401
-               op_rules, out_arguments, packed_sequences, serialization, traced)
+# trace.engine_ops and trace.collective_ops register themselves on import
+from .base import counters  # noqa: F401
+from .hooks import (device, dlpack, einsum, inplace, module_conversion,  # noqa: F401
+                    out_arguments, packed_sequences, serialization)
+from .trace import engine_ops, op_rules, traced  # noqa: F401
 from .graph_capture import dynamo_config, fake_fallback
-from .replicas import collective_ops  # noqa: F401
+from .trace import collective_ops  # noqa: F401
 
 _installed = []
 

@@ -5,7 +5,7 @@ at `import torch_xla`); `torch_xla.amp.autocast(device)` is torch_xla's spelling
 """
 import torch
 
-from torch_xla._lazy import pjrt
+from torch_xla._lazy.runtime import pjrt
 
 from .autocast_mode import install
 

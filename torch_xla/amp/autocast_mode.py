@@ -17,8 +17,8 @@ eligibility rule); every other op falls through to the layers below.
 import torch
 
 from torch_xla._lazy.lowering import overloads
-from torch_xla._lazy.frames import run_without_dynamo
-from torch_xla._lazy.kernel_libraries import installs_kernels
+from torch_xla._lazy.base.frames import run_without_dynamo
+from torch_xla._lazy.hooks.kernel_libraries import installs_kernels
 
 aten = torch.ops.aten
 # Not a member of the Python enum (it has no name there), but parseable.

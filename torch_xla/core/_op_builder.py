@@ -12,7 +12,8 @@ import hashlib
 import jax
 import torch
 
-from .._lazy import hlo_proto, pjrt, runner
+from .._lazy.inspect import hlo_proto
+from .._lazy.runtime import pjrt, runner
 
 from ._xla_operations import OPS, Type, XLA_PT_TYPE_MAP, PT_XLA_TYPE_MAP, jax_type, xla_type
 

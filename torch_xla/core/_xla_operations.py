@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jax import lax
 import torch
 
-from .._lazy import pjrt
+from .._lazy.runtime import pjrt
 
 
 class Type:

@@ -2,7 +2,7 @@
 `get_xla_supported_devices`) and the runtime's ('CPU:0', 'TPU:3': `xla_real_devices`,
 `xla_replication_devices`)."""
 import torch_xla
-from torch_xla._lazy import pjrt
+from torch_xla._lazy.runtime import pjrt
 
 
 def get_xla_supported_devices(devkind: str = None, max_devices: int = None):

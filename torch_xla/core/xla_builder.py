@@ -22,7 +22,8 @@ import jax
 import torch
 from torch.utils import _pytree as pytree
 
-from .._lazy import jax_compat, jax_functions
+from .._lazy.base import jax_compat
+from .._lazy.trace import jax_functions
 from ._op_builder import (  # noqa: F401  (torch_xla's op builder API)
     Builder, Computation, ModuleComputation, Op, Shape, Type, XLA_PT_TYPE_MAP as _XLA_PT_TYPE_MAP,
     PT_XLA_TYPE_MAP as _PT_XLA_TYPE_MAP, create_builder, create_computation,
@@ -103,7 +104,7 @@ def _callable(jax_func, override_hash, differentiable):
 def create_placeholder_tensor(shape, dtype) -> torch.Tensor:
     """A tensor of `shape` and `dtype` on the XLA device that has no value (no buffer): it
     can be traced into graphs, to look at their program, but not read (RuntimeError)."""
-    from .._lazy import device
+    from .._lazy.hooks import device
     return device.placeholder(shape, dtype, "xla:0")
 
 

@@ -12,12 +12,13 @@ from torch_xla.utils import closures
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla.core.device_names import (  # noqa: F401  (their xm names)
     get_xla_supported_devices, xla_real_devices, xla_replication_devices)
-from torch_xla._lazy import device as _device
-from torch_xla._lazy import device_info as _device_info
-from torch_xla._lazy import optimization_barrier as _barrier
-from torch_xla._lazy import pjrt, rng
-from torch_xla._lazy import execution
-from torch_xla._lazy import tensor as _tensor
+from torch_xla._lazy.hooks import device as _device
+from torch_xla._lazy.runtime import device_info as _device_info
+from torch_xla._lazy.trace import optimization_barrier as _barrier
+from torch_xla._lazy.runtime import pjrt
+from torch_xla._lazy.graph import rng
+from torch_xla._lazy.step import execution
+from torch_xla._lazy.graph import tensor as _tensor
 
 # The `xla` namespace of ops, for definitions of ops of torch_xla's (as it names it here).
 XLA_LIB = torch.library.Library("xla", "FRAGMENT")
@@ -50,7 +51,7 @@ def is_xla_tensor(tensor: torch.Tensor) -> bool:
 
 def get_memory_info(device=None) -> dict:
     """{'bytes_used', 'bytes_limit'} (and 'peak_bytes_used' where the runtime tracks it) of
-    `device` (default: this thread's); see `_lazy.device_info.memory_info`."""
+    `device` (default: this thread's); see `_lazy.runtime.device_info.memory_info`."""
     return _device_info.memory_info(str(device or torch_xla.device()))
 
 
@@ -164,7 +165,7 @@ def optimizer_step(optimizer, barrier: bool = False, optimizer_args=None, groups
 #
 # A replica is one copy of the training program: a process under xmp.spawn, a thread per
 # device in DataParallel. Collectives are graph nodes run by all replicas in one program
-# (torch_xla/_lazy/replicas/collective_ops.py, run by torch_xla/_lazy/replicas/program.py); groups are lists of replica ordinals.
+# (torch_xla/_lazy/trace/collective_ops.py, run by torch_xla/_lazy/launch/replica_program.py); groups are lists of replica ordinals.
 
 REDUCE_SUM, REDUCE_MUL, REDUCE_AND, REDUCE_OR, REDUCE_MIN, REDUCE_MAX = (
     "sum", "mul", "and", "or", "min", "max")
@@ -524,7 +525,7 @@ def get_stablehlo(tensors=None) -> str:
     """The StableHLO (MLIR text) of the program that `mark_step` would compile for `tensors`
     (default: every pending tensor on the first device), lowered by jax exactly as the
     compiler lowers it."""
-    from torch_xla._lazy import graph_dump
+    from torch_xla._lazy.inspect import graph_dump
     return graph_dump.program_text(tensors, "stablehlo")
 
 
@@ -532,5 +533,5 @@ def get_stablehlo_bytecode(tensors=None) -> bytes:
     """The StableHLO of the program that `mark_step` would compile for `tensors` (default:
     every pending tensor on the first device) as bytecode: a versioned StableHLO portable
     artifact."""
-    from torch_xla._lazy import graph_dump
+    from torch_xla._lazy.inspect import graph_dump
     return graph_dump.program_bytecode(tensors)

@@ -1,8 +1,7 @@
 """torch_xla.debug.metrics: what the engine counted and timed."""
-from torch_xla._lazy import counters as _counters
-from torch_xla._lazy.counters import (  # noqa: F401
-    clear_counters, clear_metrics, counter_names, counter_value, metric_data, metric_names,
-    metrics_report)
+from torch_xla._lazy.base import counters as _counters
+from torch_xla._lazy.base.counters import (clear_counters, clear_metrics, counter_names,
+                                           counter_value, metric_data, metric_names, metrics_report)  # noqa: F401
 
 
 def short_metrics_report(counter_names: list = None, metric_names: list = None) -> str:

@@ -15,7 +15,8 @@ import weakref
 import jax.profiler
 
 import torch_xla.runtime as xr
-from torch_xla._lazy import graph_analysis, scopes
+from torch_xla._lazy.runtime import graph_analysis
+from torch_xla._lazy.base import scopes
 
 class ProfilerServer:
     """This process's profiler server (jax's, on `port`), as torch_xla's object: the server

@@ -9,5 +9,5 @@ A peer that leaves the runtime (returns from its function, raises, exits) while 
 for it makes them raise `PeerLeft` within seconds, watchdog or not; XLA_COLLECTIVE_TIMEOUT
 (default 600 s) bounds every such wait (`CollectiveTimeout`).
 """
-from torch_xla._lazy.peer_watch import (  # noqa: F401
-    CollectiveTimeout, PeerLeft, WatchdogTimeout, set_watchdog, watchdog as get_watchdog)
+from torch_xla._lazy.runtime.peer_watch import (CollectiveTimeout, PeerLeft, WatchdogTimeout,
+                                                set_watchdog, watchdog as get_watchdog)  # noqa: F401

@@ -11,8 +11,8 @@ import inspect
 
 import torch
 
-from torch_xla._lazy import pjrt
-from torch_xla._lazy.replicas import threads
+from torch_xla._lazy.runtime import pjrt
+from torch_xla._lazy.launch import replica_threads as threads
 from . import parallel_loader as pl
 
 _FIX = ("pass a module instance or a zero-argument callable that builds one, "

@@ -17,9 +17,9 @@ import weakref
 
 import torch
 
-from torch_xla._lazy import device as _device
-from torch_xla._lazy import execution as _execution
-from torch_xla._lazy import graph_analysis
+from torch_xla._lazy.hooks import device as _device
+from torch_xla._lazy.step import execution as _execution
+from torch_xla._lazy.runtime import graph_analysis
 from torch_xla.utils import closures
 
 _END = object()

@@ -14,7 +14,7 @@ from torch.futures import Future
 
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
-from torch_xla._lazy import pjrt as _pjrt
+from torch_xla._lazy.runtime import pjrt as _pjrt
 
 _REDUCE = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.PRODUCT: "mul", dist.ReduceOp.MIN: "min",
            dist.ReduceOp.MAX: "max", dist.ReduceOp.BAND: "and", dist.ReduceOp.BOR: "or"}

@@ -8,7 +8,7 @@ The coordinator (process 0's coordination service) listens on a free loopback po
 says). When a process fails, the others are killed at once and `spawn` raises with the
 failed one's traceback or exit signal. A process that returns, raises or exits says so to
 the others, so one waiting for it in a collective fails within seconds, naming it
-(`_lazy/peer_watch`; a collective whose peer hangs ends after XLA_COLLECTIVE_TIMEOUT seconds,
+(`_lazy/runtime/peer_watch`; a collective whose peer hangs ends after XLA_COLLECTIVE_TIMEOUT seconds,
 and the watchdog, TORCH_XLA_WATCHDOG_TIMEOUT, reports long waits). The processes die with
 the parent. Several hosts join one runtime by running `spawn`
 on each with the same `TORCH_XLA_COORDINATOR` (reachable from all of them), and with
@@ -21,7 +21,7 @@ import socket
 import sys
 import traceback
 
-from torch_xla._lazy import peer_watch, pjrt
+from torch_xla._lazy.runtime import peer_watch, pjrt
 
 
 class ProcessExitedException(RuntimeError):

@@ -1,7 +1,7 @@
 """torch_xla.experimental.assume_pure: a pure torch function traced once, then reused.
 
 `assume_pure(fn)` traces `fn` lazily once per argument signature (tensors' shapes and
-dtypes, other arguments' values) into one jax function (`_lazy/traced`); later calls add
+dtypes, other arguments' values) into one jax function (`_lazy/trace/traced`); later calls add
 one node calling it to the graph, without running `fn`'s Python again. Gradients flow
 through it (jax's vjp: the backward is one node too). Tensors `fn` closes over (a module's
 parameters) are read afresh at each call and get gradients.
@@ -22,7 +22,7 @@ import functools
 import torch
 import torch.nn as nn
 
-from .._lazy import traced
+from .._lazy.trace import traced
 
 
 def assume_pure(fn, *, add_rng_seed_argument=False):

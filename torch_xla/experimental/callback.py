@@ -4,7 +4,7 @@ from typing import Callable
 
 import torch
 
-from torch_xla._lazy import ready as _ready
+from torch_xla._lazy.trace import ready as _ready
 
 __all__ = ["on_ready_callback", "on_ready_event"]
 

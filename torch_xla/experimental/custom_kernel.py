@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import torch
 
 import torch_xla.runtime as xr
-from torch_xla._lazy import jax_compat
+from torch_xla._lazy.base import jax_compat
 from torch_xla.core import xla_builder as xb
 
 

@@ -1,7 +1,7 @@
 """Eager mode: each op's value is there without a `torch_xla.sync()` and its errors raise at
-the op, as on the CPU (see `torch_xla._lazy.eager`).
+the op, as on the CPU (see `torch_xla._lazy.trace.eager`).
 
-By default the ops run fused (`torch_xla._lazy.eager_fused`): traced, and run as programs
+By default the ops run fused (`torch_xla._lazy.trace.eager_fused`): traced, and run as programs
 cut at host reads, where backward passes start and end, after optimizer steps and every
 XLA_EAGER_FUSED_MAX_OPS ops, so that a training loop runs close to lazy speed. Upstream
 torch_xla's op-by-op mode (each op compiled once per signature and run at once, so that a
@@ -10,7 +10,7 @@ XLA_EAGER_OP_BY_OP=1. Functions wrapped in `torch_xla.compile` are traced and co
 """
 import contextlib
 
-from torch_xla._lazy import eager as _eager
+from torch_xla._lazy.trace import eager as _eager
 
 __all__ = ["eager_mode", "is_eager_mode", "eager_mode_context"]
 

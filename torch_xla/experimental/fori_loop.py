@@ -1,7 +1,7 @@
 """torch_xla.experimental.fori_loop: `fori_loop` and `while_loop` as one XLA While loop.
 
 Importing this module makes PyTorch's `torch._higher_order_ops.while_loop` run on XLA
-tensors as `lax.while_loop` of its traced condition and body (`_lazy/loops`), as
+tensors as `lax.while_loop` of its traced condition and body (`_lazy/trace/loops`), as
 torch_xla registers it: the loop is one op of the graph, not unrolled, and runs on the
 device without a host round trip per iteration. There is no gradient through it.
 """
@@ -9,8 +9,8 @@ import torch
 from torch._C import DispatchKey
 from torch._higher_order_ops.while_loop import while_loop_op
 
-from .._lazy import loops
-from .._lazy.tensor import XLATensor
+from .._lazy.trace import loops
+from .._lazy.graph.tensor import XLATensor
 
 
 def fori_loop(lower, upper, body_fun, *input_value):

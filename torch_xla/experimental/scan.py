@@ -1,7 +1,7 @@
 """torch_xla.experimental.scan: `scan(fn, init, xs)` as one XLA loop (`lax.scan`).
 
-`fn(carry, x) -> (new_carry, y)` is traced once, lazily, on placeholders (`_lazy/traced`),
-and the loop over the leading dim of `xs` is one op of the graph (`_lazy/loops`): the
+`fn(carry, x) -> (new_carry, y)` is traced once, lazily, on placeholders (`_lazy/trace/traced`),
+and the loop over the leading dim of `xs` is one op of the graph (`_lazy/trace/loops`): the
 program holds the body once, whatever the length. Gradients flow to `init`, `xs` and the
 tensors `fn` closes over (a module's parameters). What the forward saves per iteration
 follows `partition_fn`: with `default_partition` all results but layout changes and
@@ -17,7 +17,7 @@ from weakref import WeakKeyDictionary
 from functorch.compile import default_partition, min_cut_rematerialization_partition  # type: ignore
 from torch.utils._pytree import tree_flatten, tree_iter, tree_unflatten
 
-from .._lazy import loops, traced
+from .._lazy.trace import loops, traced
 
 Carry = TypeVar("Carry")
 X = TypeVar("X")

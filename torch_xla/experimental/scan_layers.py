@@ -15,9 +15,9 @@ from jax.sharding import NamedSharding
 from torch.utils._pytree import tree_map
 
 import torch_xla.distributed.spmd as xs
-from torch_xla._lazy import pjrt as _pjrt
-from torch_xla._lazy.spmd import layout as _spmd
-from torch_xla._lazy.spmd import mark_sharding as _sharding
+from torch_xla._lazy.runtime import pjrt as _pjrt
+from torch_xla._lazy.graph import spmd_layout as _spmd
+from torch_xla._lazy.trace import mark_sharding as _sharding
 
 from .scan import scan
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 import torch_xla.distributed.spmd as spmd
-from torch_xla._lazy.spmd import mark_sharding as _sharding
+from torch_xla._lazy.trace import mark_sharding as _sharding
 from torch_xla.distributed.fsdp._wrapper import ForwardsToWrapped, check_wrappable
 from torch_xla.distributed.fsdp.wrap import recursive_wrap
 

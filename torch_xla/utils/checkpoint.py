@@ -13,9 +13,9 @@ import threading
 import torch
 from torch.utils.checkpoint import check_backward_validity, detach_variable
 
-from torch_xla._lazy import pjrt as _pjrt
-from torch_xla._lazy import rng as _rng
-from torch_xla._lazy.optimization_barrier import optimization_barrier_
+from torch_xla._lazy.runtime import pjrt as _pjrt
+from torch_xla._lazy.graph import rng as _rng
+from torch_xla._lazy.trace.optimization_barrier import optimization_barrier_
 
 
 class CheckpointStatus(threading.local):

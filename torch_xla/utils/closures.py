@@ -6,7 +6,7 @@ import os
 import queue
 import threading
 
-from torch_xla._lazy import device_info as _device_info
+from torch_xla._lazy.runtime import device_info as _device_info
 
 
 class ClosureHandler:

@@ -1,5 +1,5 @@
 """DLPack exchange of XLA tensors with other libraries (jax, numpy, CPU or CUDA PyTorch),
-without a copy where the buffer can be shared (see `torch_xla._lazy.dlpack`).
+without a copy where the buffer can be shared (see `torch_xla._lazy.hooks.dlpack`).
 
 `to_dlpack(xla_tensor)` gives a DLPack capsule of the tensor's device buffer;
 `from_dlpack(obj)` makes an XLA tensor of an object with `__dlpack__` (or of a capsule).
@@ -8,7 +8,7 @@ without a copy where the buffer can be shared (see `torch_xla._lazy.dlpack`).
 """
 from typing import Any
 
-from torch_xla._lazy import dlpack as _dlpack
+from torch_xla._lazy.hooks import dlpack as _dlpack
 
 __all__ = ["to_dlpack", "from_dlpack"]
 

@@ -14,9 +14,9 @@ import shutil
 import torch
 
 import torch_xla.utils.utils as xu
-from torch_xla._lazy import execution as _execution
-from torch_xla._lazy import pjrt as _pjrt
-from torch_xla._lazy import tensor as _tensor
+from torch_xla._lazy.step import execution as _execution
+from torch_xla._lazy.runtime import pjrt as _pjrt
+from torch_xla._lazy.graph import tensor as _tensor
 
 __all__ = ["TensorReference", "save", "load"]
 

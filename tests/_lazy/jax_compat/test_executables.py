@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from torch_xla._lazy.jax_compat import executables as jax_executables
+from torch_xla._lazy.base.jax_compat import executables as jax_executables
 
 
 def _step(state, inputs):

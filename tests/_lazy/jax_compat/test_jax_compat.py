@@ -1,4 +1,4 @@
-"""Each private jax API the package uses (torch_xla/_lazy/jax_compat/), called on its own, so
+"""Each private jax API the package uses (torch_xla/_lazy/base/jax_compat/), called on its own, so
 that a jax release that moves one fails here, naming it, before it fails somewhere deep
 (`executables`, the compiled programs taken apart and rebuilt: test_executables.py)."""
 import pathlib
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jax import export
 
-from torch_xla._lazy import jax_compat
+from torch_xla._lazy.base import jax_compat
 
 COMPAT = pathlib.Path(jax_compat.__file__).resolve().parent
 PACKAGE = COMPAT.parent.parent

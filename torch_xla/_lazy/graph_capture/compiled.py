@@ -14,7 +14,7 @@ own ops: reading it back from the device would wait for the program at every ste
 
 A graph holding collectives (`xm.all_reduce` and its kin, PyTorch's `_c10d_functional` ops:
 ops of the graph like any other) is one program over every replica's device, run as the
-lazy path runs its replicated programs (`replicas/program`).
+lazy path runs its replicated programs (`launch/replica_program`).
 
 Graphs with symbolic sizes are compiled once per set of concrete sizes. A graph that cannot
 be one program (`fx_lowering.Unsupported`) runs op by op on the lazy path, counted as
@@ -30,15 +30,19 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
-from .. import counters, donation, graph_analysis, graph_program, graph_save, pjrt, rng, runner
-from ..replicas import program as replicated
-from ..spmd import layout as spmd
-from ..deferred_checks import has_deferred_checks
-from ..execution import materialize, to_cpu
-from ..frames import run_without_dynamo
-from ..ir import Node, Value
-from ..tensor import XLATensor, live_tensors, unwrap, wrap
-from ..transfers import from_cpu
+from ..base import counters
+from ..launch import donation, graph_program
+from ..runtime import graph_analysis, pjrt, runner
+from ..inspect import graph_save
+from ..graph import rng
+from ..launch import replica_program as replicated
+from ..graph import spmd_layout as spmd
+from ..step.deferred_checks import has_deferred_checks
+from ..step.execution import materialize, to_cpu
+from ..base.frames import run_without_dynamo
+from ..graph.ir import Node, Value
+from ..graph.tensor import XLATensor, live_tensors, unwrap, wrap
+from ..launch.transfers import from_cpu
 from . import decompose
 from .fx_lowering import GraphFunction, Unsupported, fill_nodes
 

@@ -20,11 +20,13 @@ import torch
 from torch._export.serde.serialize import GraphModuleSerializer
 from jaxlib.mlir.dialects import stablehlo as hlo
 
-from .. import counters, pjrt, rng, runner
-from ..execution import materialize
-from ..ir import Value
+from ..base import counters
+from ..runtime import pjrt, runner
+from ..graph import rng
+from ..step.execution import materialize
+from ..graph.ir import Value
 from ..lowering import composite
-from ..tensor import XLATensor, to_functional, unwrap, wrap
+from ..graph.tensor import XLATensor, to_functional, unwrap, wrap
 from .decompose import decompose_exported
 from .fx_lowering import GraphFunction, Unsupported
 

@@ -24,16 +24,16 @@ from torch import fx
 from torch.utils import _pytree as pytree
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
-from .. import pjrt
-from ..execution import materialize
-from ..ir import ArgumentEncoder
-from ..op_rules import (ALIASES, SET_BUFFER_DONOR, SHARDING_ANNOTATIONS, has_own_kernel,
-                        is_eval_batch_norm, trace_own_kernel)
+from ..runtime import pjrt
+from ..step.execution import materialize
+from ..graph.ir import ArgumentEncoder
+from ..trace.op_rules import (ALIASES, SET_BUFFER_DONOR, SHARDING_ANNOTATIONS, has_own_kernel,
+                              is_eval_batch_norm, trace_own_kernel)
 from ..lowering import composite, load_all, lookup
 from ..lowering.custom_call import custom_call, targets_in
 from ..lowering.replay import call_lowering
 from ..lowering.schema import scalar_arguments
-from ..tensor import unwrap
+from ..graph.tensor import unwrap
 
 aten = torch.ops.aten
 load_all()
@@ -161,7 +161,7 @@ class GraphFunction:
 
     With `collectives`, the graph may hold collectives (`xm.all_reduce`...): then
     `collective` is true, and the function must run under the replicas' mesh axis
-    (`replicas/program`).
+    (`launch/replica_program`).
 
     With `lift_scalars` (StableHLO export, torch.compile), Scalar arguments other than 0 and 1
     are parameters (`constants`, their values; passed after the seeds), as torch_xla makes

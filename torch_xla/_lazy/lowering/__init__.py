@@ -11,6 +11,10 @@ This package is the registry: modules in it each cover one family of ops and reg
 with `@lower(...)`; `replay.call_lowering` is how a compiled program replays a recorded
 node, `schema` tells which arguments a lowering receives as values, and `meta_stand_ins`
 holds the meta kernels written here where PyTorch's lack or check less.
+`collectives` (the replicas' collectives) and `sharding_constraint` (SPMD's sharding
+constraints) are the lowerings of nodes the trace records itself.
+
+Called by every folder above but graph, runtime and base; lowerings may import only those.
 """
 import importlib
 

@@ -16,7 +16,7 @@ from jax.extend.core import Primitive
 from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import mlir
 
-from .. import jax_compat
+from ..base import jax_compat
 
 
 def is_symbolic(shape) -> bool:

@@ -20,7 +20,8 @@ from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import mlir
 
 from . import Lowering
-from .. import jax_compat, pjrt
+from ..base import jax_compat
+from ..runtime import pjrt
 
 _custom_call_p = Primitive("torch_xla_custom_call")
 _custom_call_p.multiple_results = True
@@ -76,7 +77,7 @@ def _dtype_name(dtype):
 
 
 def targets_in(plan) -> set:
-    """The custom call targets of a traced plan (`_lazy/subgraph`): the names an export
+    """The custom call targets of a traced plan (`_lazy/launch/subgraph`): the names an export
     allows past its safety check."""
     return {dict(template[1])["target"] for op, template, *_ in plan if op is CUSTOM_CALL}
 

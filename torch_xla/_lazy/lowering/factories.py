@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from .. import pjrt, torch_compat
+from ..runtime import pjrt
+from ..base import torch_compat
 from . import aten, lower
 from ._types import cast, is_float, result_type
 

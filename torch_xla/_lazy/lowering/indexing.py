@@ -3,8 +3,8 @@ ops functionalization writes views back with.
 
 Index tensors reach `index`/`index_put` on the device, with boolean masks already turned
 into int indices, except for `index_put` with a single mask, which is lowered statically
-(see `_lazy/engine_ops/indexing.py`). XLA clamps out-of-range indices; PyTorch's error for them is
-raised by a check node deferred to the step's program (`_lazy/value_checks.py`).
+(see `_lazy/trace/engine_ops/indexing.py`). XLA clamps out-of-range indices; PyTorch's error for them is
+raised by a check node deferred to the step's program (`_lazy/trace/value_checks.py`).
 """
 import jax
 import jax.numpy as jnp

@@ -19,7 +19,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
-from .. import torch_compat
+from ..base import torch_compat
 from . import aten, lower
 from ._types import cast, opmath
 from .precision import matmul_precision

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from .. import pjrt
+from ..runtime import pjrt
 from . import lower_on_demand
 from .linalg import matmul_precision
 from .meta_stand_ins import meta_stand_in

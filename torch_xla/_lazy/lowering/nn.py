@@ -12,11 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import pjrt, torch_compat
+from ..runtime import pjrt
+from ..base import torch_compat
 from . import aten, lower
 from ._linear import linear_backward
 from ._types import float_opmath, opmath
-
 
 
 def _axis(x, dim):
@@ -159,7 +159,7 @@ def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, 
 @lower(aten.native_batch_norm.default)
 def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """Without running-statistics updates: the engine routes training with running statistics
-    through `_native_batch_norm_legit_functional` and writes them back (`_lazy/engine_ops/batch_norm.py`)."""
+    through `_native_batch_norm_legit_functional` and writes them back (`_lazy/trace/engine_ops/batch_norm.py`)."""
     return _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
 
 

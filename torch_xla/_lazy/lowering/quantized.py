@@ -40,7 +40,7 @@ from jax.extend.mlir.dialects import stablehlo as hlo
 from jax.interpreters import mlir
 
 from . import Lowering, lower_on_demand
-from .. import pjrt
+from ..runtime import pjrt
 from ._types import opmath
 from .precision import matmul_precision
 

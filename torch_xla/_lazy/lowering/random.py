@@ -4,7 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import jax_compat, pjrt
+from ..base import jax_compat
+from ..runtime import pjrt
 from . import aten, lower
 from ._types import float_of
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
-from .. import pjrt
+from ..runtime import pjrt
 from . import aten, lower
 from ._types import cast, float_opmath, opmath
 from .elementwise import complex_logaddexp

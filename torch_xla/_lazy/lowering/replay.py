@@ -1,8 +1,8 @@
 """A recorded node replayed: its lowering run on jax values inside a program."""
 import jax
 
-from .. import pjrt
-from ..ir import fill_template
+from ..runtime import pjrt
+from ..graph.ir import fill_template
 from ._types import cast, is_weak
 
 

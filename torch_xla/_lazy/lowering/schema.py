@@ -1,7 +1,7 @@
 """What an op's schema tells a lowering: which of its arguments arrive as values."""
 import torch
 
-from ..caches import GenerationCache
+from ..base.caches import GenerationCache
 
 
 def _is_scalar_type(t) -> bool:

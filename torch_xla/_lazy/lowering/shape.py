@@ -6,7 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import jax_compat, pjrt
+from ..base import jax_compat
+from ..runtime import pjrt
 from . import aten, lower, lower_on_demand
 from ._types import cast, result_type
 

@@ -2,7 +2,7 @@
 
 Under `torch_xla.runtime.use_spmd()` one program runs over every device: tensors are laid
 out over a `Mesh` with `mark_sharding`, and XLA's partitioner splits the program and
-inserts the collectives (see `torch_xla._lazy.spmd.layout`).
+inserts the collectives (see `torch_xla._lazy.graph.spmd_layout`).
 """
 from .xla_sharded_tensor import XLAShard, XLAShardedTensor
 from .xla_sharding import (HybridMesh, MarkShardingFunction, Mesh, ShardingSpec, ShardingType,

@@ -7,8 +7,8 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from torch_xla._lazy import torch_compat
-from torch_xla._lazy.spmd import mark_sharding as _sharding
+from torch_xla._lazy.base import torch_compat
+from torch_xla._lazy.trace import mark_sharding as _sharding
 
 
 class ShardingType(enum.IntEnum):

@@ -3,7 +3,7 @@
 A `Mesh` arranges the runtime's devices (by global id) in a named N-d grid; a partition
 spec names, for each tensor dim, the mesh axes it is split over (an axis name or index, a
 tuple of them, or None for replicated). Both become jax's `Mesh` and `NamedSharding`
-(`torch_xla._lazy.spmd`), and XLA's partitioner does the rest.
+(`torch_xla._lazy.graph.spmd_layout`), and XLA's partitioner does the rest.
 """
 import ast
 from collections import OrderedDict
@@ -18,10 +18,10 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
-from torch_xla._lazy import op_rules as _op_rules
-from torch_xla._lazy.spmd import mark_sharding as _sharding
-from torch_xla._lazy.spmd import layout as _spmd
-from torch_xla._lazy.spmd import op_sharding as _op_sharding
+from torch_xla._lazy.trace import op_rules as _op_rules
+from torch_xla._lazy.trace import mark_sharding as _sharding
+from torch_xla._lazy.graph import spmd_layout as _spmd
+from torch_xla._lazy.trace import op_sharding as _op_sharding
 
 from .einsum_linear import (EinsumLinear, XLAPatchedLinear,  # noqa: F401  (upstream's home
                             apply_xla_patch_to_nn_linear, xla_patched_nn_linear_forward)  # of them)

@@ -5,7 +5,7 @@ from typing import List
 
 import torch
 
-from torch_xla._lazy.spmd import mark_sharding as _sharding
+from torch_xla._lazy.trace import mark_sharding as _sharding
 from torch_xla.distributed.spmd import ShardingType, XLAShard, XLAShardedTensor
 
 

@@ -36,7 +36,7 @@ from fsspec.core import url_to_fs
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
 
 import torch_xla
-from torch_xla._lazy import preemption as _preemption
+from torch_xla._lazy.runtime import preemption as _preemption
 
 from ._helpers import _sharded_cpu_state_dict
 from .planners import SPMDLoadPlanner, SPMDSavePlanner

@@ -3,7 +3,7 @@ import torch
 
 import torch_xla
 import torch_xla.core.xla_model as xm
-from torch_xla._lazy.spmd import mark_sharding as _sharding
+from torch_xla._lazy.trace import mark_sharding as _sharding
 
 
 def prime_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
