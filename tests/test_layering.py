@@ -1,7 +1,13 @@
 """The package's layout stays as ARCHITECTURE.md draws it: imports go one way, down the flow.
 
+The engine (`torch_xla/_lazy`) is folders by stage, top to bottom as FOLDERS lists them: a
+module imports modules of its own folder or of folders below, never above, and no module sits
+beside the folders but `_lazy/__init__` (which installs the engine).
+
 Imports are read from the source (at the top of a file, inside functions, at the bottom),
-so a circle hidden in a function body counts too.
+so a circle hidden in a function body counts too; so does a use of a name of
+`torch_xla/torch_xla.py` through the package (`torch_xla.sync()` after `import torch_xla`),
+an import of that module.
 """
 import ast
 import pathlib
@@ -10,57 +16,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "torch_xla"
 MAX_LINES = 600
-
-# The engine's stages, top to bottom: a module may import modules of its own stage or of
-# stages below it, never above. Every engine module must be listed.
-STAGES = (
-    ("torch_xla._lazy",),
-    ("torch_xla._lazy.hooks.device", "torch_xla._lazy.hooks.inplace", "torch_xla._lazy.hooks.serialization",
-     "torch_xla._lazy.hooks.module_conversion", "torch_xla._lazy.hooks.packed_sequences", "torch_xla._lazy.hooks.einsum",
-     "torch_xla._lazy.hooks.out_arguments"),
-    ("torch_xla._lazy.trace.engine_ops", "torch_xla._lazy.trace.engine_ops.copies",
-     "torch_xla._lazy.trace.engine_ops.aliases", "torch_xla._lazy.trace.engine_ops.indexing",
-     "torch_xla._lazy.trace.engine_ops.batch_norm", "torch_xla._lazy.trace.engine_ops.argument_checks",
-     "torch_xla._lazy.trace.collective_ops", "torch_xla._lazy.launch.replica_threads",
-     "torch_xla._lazy.trace.mark_sharding", "torch_xla._lazy.trace.op_sharding",
-     "torch_xla._lazy.trace.optimization_barrier", "torch_xla._lazy.trace.value_checks", "torch_xla._lazy.trace.loops",
-     "torch_xla._lazy.hooks.dlpack", "torch_xla._lazy.trace.ready"),
-    ("torch_xla._lazy.trace.traced",),
-    ("torch_xla._lazy.trace.jax_functions",),
-    ("torch_xla._lazy.trace.dispatch",),
-    ("torch_xla._lazy.trace.meta", "torch_xla._lazy.trace.fallback", "torch_xla._lazy.trace.eager",
-     "torch_xla._lazy.trace.eager_fused", "torch_xla._lazy.trace.dynamic_ops", "torch_xla._lazy.trace.dynamic_sizes"),
-    ("torch_xla._lazy.graph_capture.compiled", "torch_xla._lazy.graph_capture.export",
-     "torch_xla._lazy.graph_capture.dynamo_config", "torch_xla._lazy.graph_capture.fake_fallback"),
-    ("torch_xla._lazy.graph_capture", "torch_xla._lazy.graph_capture.decompose"),
-    ("torch_xla._lazy.graph_capture.fx_lowering", "torch_xla._lazy.graph_capture.cached_graphs"),
-    ("torch_xla._lazy.step.execution", "torch_xla._lazy.inspect.graph_dump", "torch_xla._lazy.inspect.graph_save",
-     "torch_xla._lazy.inspect.lowering_context"),
-    ("torch_xla._lazy.step.deferred_checks", "torch_xla._lazy.step.execution_errors"),
-    ("torch_xla._lazy.launch.transfers",),
-    ("torch_xla._lazy.launch.spmd_program", "torch_xla._lazy.launch.graph_cache"),
-    ("torch_xla._lazy.launch.manual_regions", "torch_xla._lazy.launch.subgraph"),
-    ("torch_xla._lazy.launch.graph_program",),
-    ("torch_xla._lazy.lowering",  # and every module under it
-     "torch_xla._lazy.lowering.sharding_constraint", "torch_xla._lazy.lowering.collectives"),
-    ("torch_xla._lazy.graph.tensor", "torch_xla._lazy.launch.replica_program",
-     "torch_xla._lazy.graph.dynamic_shape_detector", "torch_xla._lazy.graph.unbounded_dims"),
-    ("torch_xla._lazy.graph.ir", "torch_xla._lazy.graph.rng", "torch_xla._lazy.graph.spmd_layout",
-     "torch_xla._lazy.trace.op_rules", "torch_xla._lazy.launch.program_store"),
-    ("torch_xla._lazy.runtime.runner", "torch_xla._lazy.runtime.compile_explanation", "torch_xla._lazy.launch.scalar_arrays"),
-    ("torch_xla._lazy.runtime.pjrt", "torch_xla._lazy.runtime.device_info", "torch_xla._lazy.base.counters",
-     "torch_xla._lazy.base.caches", "torch_xla._lazy.runtime.hosts",
-     "torch_xla._lazy.launch.donation", "torch_xla._lazy.runtime.preemption",
-     "torch_xla._lazy.base.frames", "torch_xla._lazy.base.user_code", "torch_xla._lazy.hooks.kernel_libraries",
-     "torch_xla._lazy.base.scopes", "torch_xla._lazy.runtime.trace_spans", "torch_xla._lazy.runtime.graph_analysis",
-     "torch_xla._lazy.inspect.hlo_proto", "torch_xla._lazy.runtime.directory_trust", "torch_xla._lazy.runtime.peer_watch"),
-    ("torch_xla._lazy.hooks.device_guard", "torch_xla._lazy.base.torch_compat", "torch_xla._lazy.base.jax_compat",
-     "torch_xla._lazy.base.jax_compat.executables"),
-    ("torch_xla._lazy.hooks.guard_build",),
-    WINGS := tuple(f"torch_xla._lazy.{f}" for f in (  # the folders: imported by their modules
-        "hooks", "trace", "step", "inspect", "launch", "graph", "runtime", "base")),
-)
 ENGINE = "torch_xla._lazy"
+
+# The engine's folders, top to bottom (ARCHITECTURE.md draws them).
+FOLDERS = ("hooks", "graph_capture", "trace", "step", "inspect", "launch", "lowering", "graph",
+           "runtime", "base")
 
 
 def _modules():
@@ -74,18 +34,54 @@ def _modules():
 MODULES = _modules()
 
 
+def _public_names():
+    """The names `torch_xla/torch_xla.py` defines: `torch_xla.<name>` is that module's."""
+    names = set()
+    for node in ast.parse((ROOT / "torch_xla.py").read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names - {"__all__"}
+
+
+PUBLIC_NAMES = _public_names()
+PUBLIC = "torch_xla.torch_xla"
+
+# Circles known and not fixed yet (issue 55): torch_xla/torch_xla.py imports xla_model (and,
+# through metrics_saver and xla_multiprocessing, runtime), while xla_model calls
+# `torch_xla.device`/`torch_xla.sync` and runtime `torch_xla.device` through the package. A
+# circle through one of these edges is tolerated; any other fails.
+KNOWN_CIRCLE_EDGES = {("torch_xla.core.xla_model", PUBLIC), ("torch_xla.runtime", PUBLIC)}
+
+
 def _imported(name, path):
-    """Modules of the package that `name` imports anywhere in its source."""
+    """Modules of the package that `name` imports anywhere in its source: `from P import x`
+    imports module P.x where there is one, else P; `torch_xla.<name>` after `import torch_xla`
+    (or `from torch_xla import <name>`) imports torch_xla/torch_xla.py where it defines <name>."""
     base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    found, binds_package = set(), False
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
+            binds_package |= any(a.asname is None and a.name.split(".")[0] == "torch_xla"
+                                 for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             prefix = ".".join(base[:len(base) - node.level + 1] + [node.module or ""]) if node.level \
                 else node.module
             prefix = prefix.rstrip(".")
-            targets = [prefix] + [f"{prefix}.{a.name}" for a in node.names]
+            targets = []
+            for a in node.names:
+                if f"{prefix}.{a.name}" in MODULES:
+                    targets.append(f"{prefix}.{a.name}")
+                elif prefix == "torch_xla" and a.name in PUBLIC_NAMES:
+                    targets.append(PUBLIC)
+                else:
+                    targets.append(prefix)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == "torch_xla" and node.attr in PUBLIC_NAMES):
+            targets = [PUBLIC] if binds_package else []
         else:
             continue
         for t in targets:
@@ -99,12 +95,10 @@ def _imported(name, path):
 IMPORTS = {name: _imported(name, path) for name, path in MODULES.items()}
 
 
-def _stage(name):
-    for i, stage in enumerate(STAGES):
-        for s in stage:
-            if name == s or (s == "torch_xla._lazy.lowering" and name.startswith(s + ".")):
-                return i
-    return None
+def _folder(name):
+    """The engine folder `name` sits in (None for `_lazy/__init__` and modules outside)."""
+    parts = name.split(".")
+    return parts[2] if name.startswith(ENGINE + ".") and parts[2] in FOLDERS else None
 
 
 def _is_ancestor(package, name):
@@ -129,7 +123,14 @@ def test_no_import_circle():
     for m in sorted(edges):
         if m not in state:
             visit(m, [m])
+    circles = [c for c in circles if not set(zip(c, c[1:])) & KNOWN_CIRCLE_EDGES]
     assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
+
+
+def test_known_circles_are_still_there():
+    """Each edge of KNOWN_CIRCLE_EDGES is still an import (drop it from the list once fixed)."""
+    gone = sorted(f"{a} -> {b}" for a, b in KNOWN_CIRCLE_EDGES if b not in IMPORTS[a])
+    assert not gone, gone
 
 
 def test_engine_does_not_import_the_public_package():
@@ -138,36 +139,49 @@ def test_engine_does_not_import_the_public_package():
     assert not upward, upward
 
 
-def test_every_engine_module_has_a_stage():
-    missing = sorted(m for m in MODULES if m.startswith(ENGINE) and _stage(m) is None)
-    assert not missing, f"add these to STAGES (and to ARCHITECTURE.md): {missing}"
+def test_every_engine_module_sits_in_a_folder():
+    """`_lazy/__init__` (it installs the engine) and the folders: no module beside them."""
+    assert sorted(p.name for p in (ROOT / "_lazy").iterdir() if p.suffix == ".py") == ["__init__.py"]
+    loose = sorted(m for m in MODULES if m.startswith(ENGINE + ".") and _folder(m) is None)
+    assert not loose, f"put these in the folder of their stage (and ARCHITECTURE.md): {loose}"
+    folders = sorted(p.name for p in (ROOT / "_lazy").iterdir() if (p / "__init__.py").exists())
+    assert folders == sorted(FOLDERS), "add new folders to FOLDERS, in their place"
 
 
-def test_engine_imports_go_down_the_stages():
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_a_folder_says_what_it_is_and_imports_nothing(folder):
+    """A folder's `__init__` says what it holds and who calls it, and imports nothing, so that
+    importing one of its modules brings no other with it."""
+    name = f"{ENGINE}.{folder}"
+    assert ast.get_docstring(ast.parse(MODULES[name].read_text())), f"{name} has no docstring"
+    assert not IMPORTS[name], f"{name} imports {sorted(IMPORTS[name])}"
+
+
+def test_engine_imports_go_down_the_folders():
+    """A module of a folder imports modules of its folder or of folders below it, and none
+    imports `_lazy/__init__`, the top."""
     upward = []
     for m, ts in IMPORTS.items():
-        if not m.startswith(ENGINE) or _stage(m) is None:
+        if _folder(m) is None:
             continue
         for t in ts:
-            if t.startswith(ENGINE) and not _is_ancestor(t, m) and (_stage(t) or 0) < _stage(m):
-                upward.append(f"{m} (stage {_stage(m)}) -> {t} (stage {_stage(t)})")
+            if t == ENGINE or (_folder(t) and FOLDERS.index(_folder(t)) < FOLDERS.index(_folder(m))):
+                upward.append(f"{m} ({_folder(m)}) -> {t} ({_folder(t) or 'top'})")
     assert not upward, upward
+
+
+def test_public_package_reaches_the_engine_by_folders():
+    """The public modules import engine modules by their folders (`_lazy.graph.tensor`); only
+    `torch_xla/__init__` and `_XLAC` import `_lazy` itself (to install it)."""
+    top = sorted(f"{m} -> {t}" for m, ts in IMPORTS.items() for t in ts
+                 if t == ENGINE and not m.startswith(ENGINE) and m not in ("torch_xla", "torch_xla._XLAC"))
+    assert not top, top
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_is_short(name):
     lines = len(MODULES[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{name}: {lines} lines (at most {MAX_LINES}: split it by what it does)"
-
-
-@pytest.mark.parametrize("wing", WINGS)
-def test_a_wing_is_one_folder_of_sub_stages(wing):
-    """A feature's wing (SPMD, the replicas) is a folder whose modules sit on the stages of
-    the flow they serve (its sub-stages, listed in STAGES); its package imports nothing,
-    so that importing one of its modules brings no other stage with it."""
-    members = sorted(m for m in MODULES if _is_ancestor(wing, m))
-    assert members and all(_stage(m) is not None and _stage(m) < _stage(wing) for m in members)
-    assert not IMPORTS[wing], f"{wing} imports {sorted(IMPORTS[wing])}"
 
 
 def test_public_modules_reach_the_engine_through_its_modules():
@@ -178,7 +192,10 @@ def test_public_modules_reach_the_engine_through_its_modules():
 
 
 def _package(name):
-    return ".".join(name.split(".")[:2])
+    """The public package a module is in: its first two parts, or `torch_xla` itself for the
+    modules beside the packages (torch_xla.py, _XLAC.py...: their circles are the module test's)."""
+    package = ".".join(name.split(".")[:2])
+    return package if package in MODULES and MODULES[package].name == "__init__.py" else "torch_xla"
 
 
 def test_public_packages_import_one_way():
