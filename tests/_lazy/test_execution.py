@@ -6,14 +6,14 @@ import torch
 
 import torch_xla.core.xla_model as xm
 from tests.conftest import compiles
-from tests.test_layering import _stage
+from tests.test_layering import FOLDERS, _folder
 
 # What every room may call (the data model, the services below the runner, settings):
 # these are left out of the walk.
 _SERVICES = {"torch_xla._lazy." + m for m in (
-    "ir", "tensor", "pjrt", "counters", "caches", "donation", "frames", "user_code",
-    "device_info", "deferred_checks", "lowering.precision", "scopes", "trace_spans",
-    "graph_analysis")} | {"torch_xla.utils.utils"}
+    "graph.ir", "graph.tensor", "runtime.pjrt", "base.counters", "base.caches", "launch.donation",
+    "base.frames", "base.user_code", "runtime.device_info", "step.deferred_checks",
+    "lowering.precision", "base.scopes", "runtime.trace_spans", "runtime.graph_analysis")} | {"torch_xla.utils.utils"}
 _ROOMS = ["torch_xla.core.xla_model", "torch_xla.torch_xla", "torch_xla._lazy.step.execution",
           "torch_xla._lazy.launch.graph_cache", "torch_xla._lazy.launch.graph_program", "torch_xla._lazy.runtime.runner",
           "torch_xla.utils.closures"]  # (the step closures, once the program is launched)
@@ -47,5 +47,5 @@ def test_a_cached_step_enters_each_room_once_down_the_stages(dev):
     rooms = _rooms_entered(xm.mark_step)
     assert compiles() == n  # the step's program was cached
     assert rooms == _ROOMS
-    engine = [_stage(m) for m in rooms if m.startswith("torch_xla._lazy")]
+    engine = [FOLDERS.index(_folder(m)) for m in rooms if m.startswith("torch_xla._lazy")]
     assert engine == sorted(engine)
