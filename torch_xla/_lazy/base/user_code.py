@@ -10,7 +10,7 @@ import jax
 import torch
 
 # Code that is not the user's: the engine, PyTorch, jax and the standard library.
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # torch_xla/
+PACKAGE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")) + os.sep  # torch_xla/
 _LIBRARY_DIRS = (PACKAGE_DIR,) + tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
                                        for m in (torch, jax)) + (
     os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep,)

@@ -77,7 +77,7 @@ def key_text(key):
 @functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
     """A digest of this package's Python source: a program depends on its lowerings."""
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parents[2]  # torch_xla/ (of _lazy/launch/)
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         digest.update(str(path.relative_to(root)).encode())
