@@ -2,6 +2,7 @@
 import os
 
 import torch_xla
+
 from torch_xla._lazy.runtime import device_info as _device_info
 from torch_xla._lazy.runtime import pjrt as _pjrt
 
@@ -114,7 +115,7 @@ def is_bf16_supported() -> bool:
     """Whether bfloat16 tensors can be made on the XLA device."""
     import torch
     try:
-        torch.tensor([1.0], dtype=torch.bfloat16, device=torch_xla.device())
+        torch.tensor([1.0], dtype=torch.bfloat16, device=_device_info.default_device())
         return True
     except Exception:  # noqa: BLE001  (any failure means no)
         return False

@@ -10,17 +10,19 @@ import weakref
 import torch
 import torch.distributed as dist
 
-import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.debug.metrics_saver as metrics_saver
 import torch_xla.distributed.xla_multiprocessing as xmp
 import torch_xla.utils.utils as xu
+from torch_xla.core.device_names import get_xla_supported_devices
 from torch_xla.utils import closures
 from torch_xla._lazy.hooks import device as _device
 from torch_xla._lazy.runtime import device_info as _device_info
 from torch_xla._lazy.graph import dynamic_shape_detector as _detector
+from torch_xla._lazy.graph import rng as _rng
 from torch_xla._lazy.trace import eager as _eager
 from torch_xla._lazy.runtime import graph_analysis as _analysis
+from torch_xla._lazy.runtime import pjrt as _pjrt
 from torch_xla._lazy.step import execution as _execution
 from torch_xla._lazy.base import scopes
 
@@ -38,7 +40,7 @@ def device(index: int = None) -> torch.device:
     _device.prepare()
     if index is None:
         return torch.device(_device_info.default_device())
-    names = xm.get_xla_supported_devices()
+    names = get_xla_supported_devices()
     if not 0 <= index < len(names):
         raise IndexError(f"Device index {index} out of range in {names}")
     return torch.device(names[index])
@@ -46,7 +48,7 @@ def device(index: int = None) -> torch.device:
 
 def devices():
     """Every XLA device this process drives."""
-    return [torch.device(d) for d in xm.get_xla_supported_devices()]
+    return [torch.device(d) for d in get_xla_supported_devices()]
 
 
 def real_devices():
@@ -80,14 +82,19 @@ def sync(wait: bool = False, reset_scope: bool = True, *, _reason=("user torch_x
         _execution.mark_step(wait=xu.getenv_as('XLA_SYNC_WAIT', bool, wait), raise_earlier=_raise_earlier)
     if reset_scope:
         scopes.reset()
-    if "XLA_METRICS_FILE" in os.environ and xm.is_master_ordinal():  # once, not per replica
+    if "XLA_METRICS_FILE" in os.environ and _pjrt.local_ordinal() == 0:  # once, not per replica
         metrics_saver.save_metrics()
     closures.run_step_closures()
 
 
 def manual_seed(seed, device=None) -> None:
     """Seeds the random generator of XLA device `device` (default: this thread's)."""
-    xm.set_rng_state(seed, device)
+    _rng.manual_seed(seed, _rng_index(device))
+
+
+def _rng_index(d) -> int:
+    """The index of the XLA device whose random state `d` names (default: this thread's)."""
+    return device().index if d is None else torch.device(d).index or 0
 
 
 def _executions() -> int:

@@ -9,6 +9,7 @@ import torch
 import torch_xla
 import torch_xla.utils.utils as xu
 from torch_xla.utils import closures
+from torch_xla.torch_xla import _rng_index as _index
 from torch_xla.core.tensor_arena import ToXlaTensorArena  # noqa: F401  (xm.ToXlaTensorArena)
 from torch_xla.core.device_names import (  # noqa: F401  (their xm names)
     get_xla_supported_devices, xla_real_devices, xla_replication_devices)
@@ -374,12 +375,6 @@ def mesh_reduce(tag: str, data, reduce_fn):
     import pickle
     payloads = rendezvous(tag, pickle.dumps(data))
     return reduce_fn([pickle.loads(p) for p in payloads])
-
-
-def _index(device):
-    if device is None:
-        return torch_xla.device().index
-    return torch.device(device).index or 0
 
 
 def set_rng_state(seed: int, device=None) -> None:
