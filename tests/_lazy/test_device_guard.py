@@ -12,7 +12,7 @@ _TRAIN = """
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
-from torch_xla._lazy import device_guard
+from torch_xla._lazy.hooks import device_guard
 device = xm.xla_device()
 model = torch.nn.Linear(4, 2).to('xla')
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -67,7 +67,7 @@ def test_without_any_guard_import_works_and_the_device_names_the_fix(tmp_path):
         if hasattr(torch._C, "_acc"):
             del torch._C._acc
         import torch_xla
-        from torch_xla._lazy import device_guard
+        from torch_xla._lazy.hooks import device_guard
         print(device_guard.route)
         for make in (lambda: torch.zeros(2).to('xla'), lambda: torch.zeros(2, device='xla:0')):
             try:
@@ -92,7 +92,7 @@ def test_python_guard_serves_xla_0_and_refuses_xla_1_with_the_fix(tmp_path):
     proc = _run_without_compiler(tmp_path, """
         import torch
         import torch_xla
-        from torch_xla._lazy import device_guard
+        from torch_xla._lazy.hooks import device_guard
         x = torch.ones(2, device='xla:0', requires_grad=True)
         (x * 3).sum().backward()
         print(device_guard.route, x.grad.cpu().tolist())
@@ -115,7 +115,7 @@ def test_python_guard_sparse_factories_raise_pytorchs_not_implemented_error(tmp_
     proc = _run_without_compiler(tmp_path, """
         import torch
         import torch_xla
-        from torch_xla._lazy import device_guard
+        from torch_xla._lazy.hooks import device_guard
         print(device_guard.route)
         for layout in (torch.sparse_coo, torch.sparse_csr):
             try:

@@ -18,7 +18,7 @@ from torch_xla._lazy.hooks import device_guard, guard_build
 _IMPORT = """
 import torch
 import torch_xla
-from torch_xla._lazy import device_guard
+from torch_xla._lazy.hooks import device_guard
 print(device_guard.route, (torch.ones(2, device='xla:1') * 3).cpu().tolist())
 """
 
@@ -113,7 +113,7 @@ def test_a_compiled_guard_loads_with_no_compiler_and_no_cpp_extension(tmp_path):
     assert os.path.exists(guard_build.library_path(device_guard.library_stem()))
     bare = tmp_path / "bin"
     bare.mkdir()
-    proc = python("-c", "import sys, torch_xla; from torch_xla._lazy import device_guard; "
+    proc = python("-c", "import sys, torch_xla; from torch_xla._lazy.hooks import device_guard; "
                   "print(device_guard.route, 'torch.utils.cpp_extension' in sys.modules)",
                   env=dict(PATH=bare, CXX=tmp_path / "missing-c++"))
     assert proc.stdout.split() == ["compiled", "False"], proc.stderr[-4000:]
