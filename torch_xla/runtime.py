@@ -2,7 +2,6 @@
 import os
 
 import torch_xla
-
 from torch_xla._lazy.runtime import device_info as _device_info
 from torch_xla._lazy.runtime import pjrt as _pjrt
 
