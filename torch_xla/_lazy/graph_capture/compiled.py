@@ -31,8 +31,8 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
 from ..base import counters
-from ..launch import donation, graph_program
-from ..runtime import graph_analysis, pjrt, runner
+from ..launch import donation, graph_program, program_kinds
+from ..runtime import graph_analysis, runner
 from ..inspect import graph_save
 from ..graph import rng
 from ..launch import replica_program as replicated
@@ -187,15 +187,19 @@ class _Plan:
             donation.set_donor(values[i], donate)
         if self.fn.input_marks:
             self._mark_inputs(values)
-        run = self._run_replicated if self.fn.collective else self._run_program
-        mutated, outs = run(values, device)
+        program_kind = program_kinds.choose(self.fn.collective)
+        on_mesh = program_kind is program_kinds.MESH
+        if program_kind is program_kinds.REPLICAS:
+            mutated, outs = self._run_replicated(values, device)
+        else:
+            mutated, outs = self._run_program(values, device, on_mesh)
         counters.count("DynamoExecute")
         counters.sample("RunCachedGraphInputData", len(values))  # torch_xla's names for a
         counters.sample("RunCachedGraphOutputData", len(outs))   # cached graph's run
         if mutated:
             self.owners = self._write_inputs(args, mutated, device)
         results = []
-        mesh = _input_mesh(values) if pjrt.is_spmd() else None
+        mesh = _input_mesh(values) if on_mesh else None
         for kind, x in self.fn.output_refs:
             if kind == "value":
                 shape, dtype = self.out_avals[x]
@@ -210,10 +214,10 @@ class _Plan:
                 results.append(x)
         return results
 
-    def _run_program(self, values, device):
-        """(mutated, outputs) of the program on `device` (under SPMD, over the mesh its
-        arguments are laid out on, if any is)."""
-        fused = self._fuse_pending(values, device)
+    def _run_program(self, values, device, on_mesh):
+        """(mutated, outputs) of the program on `device` (`on_mesh`, under SPMD: over the mesh
+        its arguments are laid out on, if any is)."""
+        fused = self._fuse_pending(values, device, on_mesh)
         layout = None if fused is None else fused[1]
         donors = self._donors(values)
         seeds = self._scalars(device)
@@ -227,7 +231,7 @@ class _Plan:
         buffers = self._buffers(values, donors)
         args_k = tuple(values[i].data for i in buffers)
         lazy_args = () if fused is None else fused[0].args[1:]
-        laid_out = _on_mesh(args_d + args_k, self.fn.shardings) if pjrt.is_spmd() else None
+        laid_out = _on_mesh(args_d + args_k, self.fn.shardings) if on_mesh else None
         if laid_out is not None:
             placed, layout = laid_out, (layout, tuple(spmd.layout(a.sharding) for a in laid_out))
             args_d, args_k = placed[:len(args_d)], placed[len(args_d):]
@@ -347,16 +351,17 @@ class _Plan:
             env[node] = node.target(*fill_nodes(node.args, env), **fill_nodes(node.kwargs, env))
         return env[src]
 
-    def _fuse_pending(self, values, device):
+    def _fuse_pending(self, values, device, on_mesh):
         """(walk, layout) computing a backward graph's pending arguments inside the program,
         or None; the pending arguments of other graphs, and those whose graph is too large
         (or that the graph writes, or that carry deferred value checks), are materialised
-        here first (counted as `DynamoSyncInputExecuteTime`, torch_xla's name)."""
+        here first (counted as `DynamoSyncInputExecuteTime`, torch_xla's name), as are all
+        over the mesh (`on_mesh`)."""
         pending = [i for i, v in enumerate(values) if v.node is not None]
         if not pending:
             return None
         if self.backward and not (set(pending) & set(self.mutated)) \
-                and not has_deferred_checks(device) and not pjrt.is_spmd():
+                and not has_deferred_checks(device) and not on_mesh:
             w = graph_program.walk([values[i] for i in pending])
             if len(w.order) <= _FUSED_OPS and not w.collective:
                 root = {id(v): k for k, v in enumerate(w.roots)}

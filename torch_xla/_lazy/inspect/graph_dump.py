@@ -10,15 +10,13 @@ import os
 
 import torch
 
-from ..launch import donation, graph_program
+from ..launch import donation, graph_program, program_kinds
 from . import hlo_proto
-from ..runtime import pjrt, runner
+from ..runtime import runner
 from ..graph import unbounded_dims
-from ..launch import replica_program as replicated
-from ..launch import spmd_program
 from ..runtime.compile_explanation import format_avals
 from ..lowering import Lowering, composite
-from ..graph.ir import In, Node, Value, fill_template, format_node, hlo_shape, ir_op_name, xla_shape
+from ..graph.ir import In, Node, Value, fill_template, hlo_shape, ir_op_name, xla_shape
 from ..graph.tensor import XLATensor, live_tensors, live_values, unwrap
 
 
@@ -232,30 +230,13 @@ def lowered(tensors):
 def walk_lowered(w):
     """jax's `Lowered` of walk `w`'s program: its arguments the buffers (`w.leaves`), then
     `walk_scalars(w)`."""
-    if pjrt.is_spmd():
-        return spmd_program.lowered(w)
-    if w.collective:
-        return replicated.lowered(_replicated_call(w))
-    return runner.lower(w.program.run_packed, w.call_args)
-
-
-def _walk_compiled(w):
-    """The compiled program walk `w` runs as (compiled now, and cached, if new)."""
-    if pjrt.is_spmd():
-        return spmd_program.compiled(w)
-    if w.collective:
-        return replicated.compiled(_replicated_call(w))
-    return graph_program.program_for(w)
-
-
-def _replicated_call(w):
-    """A replica's part of walk `w`'s program (`w` holds a collective), as it runs."""
-    return replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
+    return program_kinds.of_walk(w).lowered(w)
 
 
 def walk_scalars(w):
-    """The scalar arguments `walk_lowered(w)` passes after the buffers (packed, but under SPMD)."""
-    return w.args[2] if pjrt.is_spmd() else w.call_args[2]
+    """The scalar arguments `walk_lowered(w)` passes after the buffers (packed, but over the
+    mesh)."""
+    return program_kinds.of_walk(w).scalars(w)
 
 
 def program_text(tensors, dialect: str = "stablehlo") -> str:
@@ -284,7 +265,7 @@ def walk_program_text(w, dialect: str = "stablehlo") -> str:
     the very program the sync runs (compiled now, and cached, if new)."""
     if dialect == "hlo":
         if os.environ.get("XLA_DUMP_POST_OPTIMIZATIONS", "0").lower() in ("1", "true"):
-            return _walk_compiled(w).compiled.as_text()
+            return program_kinds.of_walk(w).compiled(w).compiled.as_text()
         return hlo_text(walk_lowered(w))
     symbolic = _symbolic_args(w)
     if symbolic is not None:
@@ -294,8 +275,8 @@ def walk_program_text(w, dialect: str = "stablehlo") -> str:
 
 def _symbolic_args(w):
     """The program's arguments with the dims marked unbounded symbolic, or None (no marks;
-    under SPMD marks are not read)."""
-    if pjrt.is_spmd():
+    over the mesh marks are not read)."""
+    if program_kinds.of_walk(w) is program_kinds.MESH:
         return None
     return unbounded_dims.symbolic_args(w.leaves, w.call_args)
 

@@ -133,7 +133,8 @@ class Replay:
 
 def lookup(values, held=None):
     """The walk of the pending `values` (one device) made from the plan of the program
-    last run for the same roots, or None (then `graph_program.walk`)."""
+    last run for the same roots, or None (then `graph_program.walk`). Only one device's
+    programs are remembered (`program_kinds.ONE_DEVICE`): under SPMD none is found."""
     if pjrt.is_spmd():
         return None
     pending, roots_hash = _pending(values)
@@ -147,8 +148,9 @@ def lookup(values, held=None):
 
 
 def remember(w, program) -> None:
-    """After walk `w` ran as `program`: later steps with the same roots find it by hash."""
-    if w.collective or w.pending is None or pjrt.is_spmd():
+    """After walk `w` ran as `program` on one device (`program_kinds.ONE_DEVICE` alone
+    remembers): later steps with the same roots find it by hash."""
+    if w.pending is None:
         return
     if program.replay is None:
         program.replay = Replay(w)

@@ -143,13 +143,11 @@ def _keep_placed(w, layout):
 
 
 def run(w, eager=False):
-    """Runs walk `w` over the mesh (or on device 0 if nothing in it is sharded); returns its
+    """Runs walk `w` (which holds no collective: `program_kinds.choose`) over the mesh (or on
+    device 0 if nothing in it is sharded); returns its
     outputs, each root value recording the layout its output took. `eager`: an eager op's
     program (timed as `EagerOpCompileTime`/`EagerOpExecuteTime`)."""
     prefix = "EagerOp" if eager else ""
-    if w.collective:
-        raise RuntimeError("xm collectives do not run under SPMD: XLA's partitioner inserts the "
-                           "collectives a sharded program needs (use mark_sharding)")
     layout = _layout(w)
     if layout is None:
         program, args = graph_program.program_for(w, f"{prefix}CompileTime"), w.call_args

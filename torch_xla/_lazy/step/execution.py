@@ -21,10 +21,10 @@ import threading
 import jax
 import torch
 
-from ..runtime import compile_explanation, pjrt
+from ..runtime import pjrt
 from ..base import counters
 from . import deferred_checks
-from ..launch import donation, graph_cache, graph_program
+from ..launch import donation, graph_cache, graph_program, program_kinds
 from ..inspect import graph_save
 from .deferred_checks import (raise_failed_checks, read_checks, read_finished_checks, take_deferred,
                               take_launched)
@@ -32,7 +32,6 @@ from .execution_errors import lowering_failed, program_failed
 from ..graph.ir import Value
 from ..launch import replica_program as replicated
 from ..launch import manual_regions as manual
-from ..launch import spmd_program
 from ..graph.tensor import live_values
 from ..launch.transfers import read
 
@@ -226,21 +225,13 @@ def time_as_eager(enable: bool) -> None:
 
 
 def _execute(w, eager=False, walked=True):
-    """Runs walk `w` and gives its roots their buffers: the `graph_program.Program` that ran
-    (None: a program over the mesh or the replicas). A program of a walk made anew
-    (`walked`) is remembered for the next step's look-up (`graph_cache`)."""
+    """Runs walk `w` as its kind of program (`program_kinds`) and gives its roots their
+    buffers: the `graph_program.Program` that ran (None: a program over the mesh or the
+    replicas). A program of a walk made anew (`walked`) is remembered for the next step's
+    look-up (`graph_cache`)."""
     eager = eager or _eager_mode[0]
-    if pjrt.is_spmd():
-        w.finish(spmd_program.run(w, eager))
-        return None
-    if w.collective:
-        collectives = tuple(sorted({n.op.name for n in w.order if n.op.collective}))
-        call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
-                               explain=compile_explanation.of_walk(w), collectives=collectives)
-        w.finish(replicated.run(w.device, call))
-        return None
     remember = (lambda program: graph_cache.remember(w, program)) if walked else None
-    return graph_program.launch(w, eager, remember)
+    return program_kinds.of_walk(w).run(w, eager, remember)
 
 
 def wait_device_ops() -> None:
