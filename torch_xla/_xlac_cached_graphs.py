@@ -1,17 +1,18 @@
 """`torch_xla._XLAC`'s helpers for running a traced graph again on other inputs (what
 torch_xla's first dynamo bridge, `dynamo_bridge.GraphInputMatcher`, builds on): tensor ids,
-a graph's device-data inputs, programs kept by graph hash (`_lazy/graph_capture/cached_graphs`), the seed.
+a graph's device-data inputs, programs kept by graph hash (`_lazy/launch/cached_graphs`), the seed.
 """
 import itertools
 import weakref
 
 import torch
 
-from torch_xla._lazy.graph_capture import cached_graphs as _cached
+from torch_xla._lazy.launch import cached_graphs as _cached
 from torch_xla._lazy.hooks import device as _device
 from torch_xla._lazy.inspect import graph_dump as _graph_dump
 from torch_xla._lazy.graph import rng as _rng
 from torch_xla._lazy.graph import tensor as _tensor
+from torch_xla._lazy.step import execution as _execution
 
 # id(tensor) -> (weak reference to it, its number), given on first ask; dropped with the
 # tensor (tensors compare by value, so no WeakKeyDictionary). A buffer's value gets the
@@ -89,6 +90,7 @@ def _run_cached_graph(graph_hash, inputs) -> list:
     for t in inputs:
         t = t if t.device.type == "xla" else _device.transfer(t, "xla:0")
         values.append(_tensor.unwrap(t)._value)
+    _execution.materialize(values)
     return [_tensor.to_functional(_tensor.wrap(v)) for v in _cached.run(graph_hash, values)]
 
 

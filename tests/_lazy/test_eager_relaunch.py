@@ -6,7 +6,7 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from torch_xla._lazy.trace import eager as engine_eager
+from torch_xla._lazy.launch import op_programs
 from torch_xla._lazy.graph.tensor import unwrap
 from torch_xla.experimental import eager_mode_context
 from tests.compare import assert_same
@@ -72,7 +72,7 @@ def test_random_ops_draw_one_seed_each_cached_or_not(op_by_op):
     def draws():
         torch.manual_seed(7)
         return torch.stack([torch.nn.functional.dropout(x, 0.5) for _ in range(3)]).cpu()
-    engine_eager._programs.clear()
+    op_programs._programs.clear()
     first = draws()  # the first dropout compiles, the others run its program
     assert torch.equal(draws(), first)
     assert not torch.equal(first[0], first[1])

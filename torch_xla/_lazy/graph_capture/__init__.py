@@ -5,7 +5,6 @@ dynamo graph traced down to ATen, a `torch.export` program) into one jax functio
 lazy path's lowerings; `decompose` brings graphs down to ops that have lowerings.
 `compiled` runs such a function as one XLA program on XLA tensors (the dynamo backends);
 `export` turns an exported program into a StableHLO module (jax.export).
-`cached_graphs` keeps programs by graph hash for torch_xla's first dynamo bridge.
 
 Called by `_lazy/__init__` and the public package. Modules here may import the folders
 below: trace, step, inspect, launch, lowering, graph, runtime, base.

@@ -16,13 +16,12 @@ while its function is traced.
 """
 import os
 import threading
-import weakref
 
 from ..step import deferred_checks, execution
 from . import eager_fused
-from ..launch import graph_program
+from ..launch import op_programs
 from ..inspect import graph_save
-from ..runtime import pjrt, runner
+from ..runtime import pjrt
 from ..graph.tensor import XLATensor
 
 ON = [False]  # the setting, read by the dispatch entry at each op
@@ -90,14 +89,6 @@ def _pending_values(out, found):
     return found
 
 
-# An op's programs by its node's type and its inputs' signatures: (weak reference to the
-# program, which input each of the program's arguments is). A hit skips the walk and the
-# graph look-up a step's program takes, and (`relaunch`) the node: a launch is most of an
-# eager op's time.
-_programs = {}
-_MAX_ENTRIES = 4096  # then forgotten together
-
-
 def _op_key(op_type, inputs):
     """The key of an op's program: its node's type (`ir.node_type`), its inputs' signatures
     and which inputs are the same value; None where an input is pending or carries value
@@ -150,7 +141,7 @@ def _run(values) -> None:
                 return
     program = execution.materialize(values, eager=True)
     if key is not None and program is not None and len(program.plan) == 1:
-        _remember(key, node, program)
+        op_programs.remember(key, node, program)
 
 
 def relaunch(op, op_type, inputs, scalars, device):
@@ -171,40 +162,6 @@ def relaunch(op, op_type, inputs, scalars, device):
 
 
 def _launch(key, inputs, scalars, device):
-    """The outputs of the op's cached program run on `inputs` and `scalars`; None if there
-    is none, or its parameters are shared where `scalars` differ."""
-    entry = _programs.get(key)
-    program = None if entry is None else entry[0]()
-    if program is None or not graph_program.cached(program) or graph_save.enabled():
-        return None  # (a graph saved is walked: the general path)
-    if len(scalars) > 1 and not program.fits(scalars):
-        return None
-    return runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in entry[1]]),
-                          program.pack_on(scalars, device) if scalars else (),
-                          timed_as="EagerOpExecuteTime", analysed=False)
-
-
-def _remember(key, node, program) -> None:
-    """Keeps `program`, which ran `node`'s outputs, for the next call of the op."""
-    if program.n_donated or program.roots != tuple((0, i) for i in range(len(node.avals))):
-        return
-    picks = _argument_inputs(node, program)
-    if picks is None:
-        return
-    if len(_programs) >= _MAX_ENTRIES:
-        _programs.clear()
-    _programs[key] = (weakref.ref(program), picks)
-
-
-def _argument_inputs(node, program):
-    """For each argument of `program` (its leaves, in order), the position of that leaf in
-    `node`'s inputs; None if the plan reads them otherwise than as `node`'s inputs."""
-    refs = program.plan[0][2]
-    if len(refs) != len(node.inputs) or any(p != -1 for p, _ in refs):
-        return None
-    picks = {}
-    for position, (_, leaf) in enumerate(refs):
-        picks.setdefault(leaf, position)
-    if sorted(picks) != list(range(len(picks))):
-        return None
-    return tuple(picks[i] for i in range(len(picks)))
+    """`op_programs.launch`'s outputs; None while graphs are saved (a graph saved is walked:
+    the general path)."""
+    return None if graph_save.enabled() else op_programs.launch(key, inputs, scalars, device)

@@ -5,8 +5,7 @@ program's argument order), `warm_up` (the graph compiled, not run, kept under it
 roots: the pending values, each once, that are not inputs).
 """
 from ..base import counters
-from ..step import execution
-from ..launch import graph_program
+from . import graph_program
 from ..runtime import runner
 from ..graph.ir import Value
 
@@ -32,11 +31,11 @@ def warm_up(graph_hash, values) -> None:
 
 def run(graph_hash, inputs) -> list:
     """The outputs (values) of the program kept under `graph_hash` on `inputs`, values with
-    buffers in the order `leaves` gave; KeyError if no graph was warmed up under it."""
+    buffers (computed by the caller) in the order `leaves` gave; KeyError if no graph was
+    warmed up under it."""
     if graph_hash not in _programs:
         raise KeyError(f"no program was warmed up (_xla_warm_up_cache) for graph hash {graph_hash!r}")
     program, scalars, device, avals = _programs[graph_hash]
-    execution.materialize(inputs)
     counters.sample("RunCachedGraphInputData", len(inputs))
     outputs = runner.execute(program, (), tuple(v.data for v in inputs),
                              program.pack_on(scalars, device))
