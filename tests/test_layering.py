@@ -172,6 +172,56 @@ def test_public_package_reaches_the_engine_by_folders():
     assert not top, top
 
 
+def _exports(folder):
+    """The names a folder's `__init__` exports to the public package (its `__all__`)."""
+    for node in ast.parse(MODULES[f"{ENGINE}.{folder}"].read_text()).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def _engine_imports_of_public_modules():
+    """(module, folder or the engine path imported, names) for each import of the engine in
+    a public module's source."""
+    found = []
+    for name, path in MODULES.items():
+        if name.startswith(ENGINE + ".") or name == ENGINE:
+            continue
+        base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found += [(name, a.name, None) for a in node.names if a.name.startswith(ENGINE + ".")]
+            elif isinstance(node, ast.ImportFrom):
+                module = ".".join(base[:len(base) - node.level + 1] + [node.module or ""]).rstrip(".") \
+                    if node.level else node.module
+                if module.startswith(ENGINE + "."):
+                    found.append((name, module, [a.name for a in node.names]))
+    return found
+
+
+def test_public_modules_import_only_the_folders_exports():
+    """The door: a public module imports from the engine only what a folder's `__init__`
+    exports (`from torch_xla._lazy.graph import tensor`), never a module's insides
+    (`from torch_xla._lazy.graph.tensor import wrap`) or a module not exported."""
+    wrong = []
+    for name, module, names in _engine_imports_of_public_modules():
+        folder = module.split(".")[2]
+        if names is None or module != f"{ENGINE}.{folder}" or folder not in FOLDERS:
+            wrong.append(f"{name}: {module}")
+        else:
+            wrong += [f"{name}: {module}.{n} (not in its __all__)" for n in names if n not in _exports(folder)]
+    assert not wrong, wrong
+
+
+def test_every_export_is_imported_by_the_public_package():
+    """A folder exports what the public package uses, nothing stale."""
+    used = {}
+    for _, module, names in _engine_imports_of_public_modules():
+        used.setdefault(module.split(".")[2], set()).update(names or ())
+    stale = sorted(f"{f}.{n}" for f in FOLDERS for n in _exports(f) - used.get(f, set()))
+    assert not stale, stale
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_is_short(name):
     lines = len(MODULES[name].read_text().splitlines())
@@ -179,7 +229,7 @@ def test_module_is_short(name):
 
 
 def test_public_modules_reach_the_engine_through_its_modules():
-    """One door: public modules call the engine's modules; `_XLAC` (what user scripts call,
+    """One door: public modules call the engine's modules the folders export; `_XLAC` (what user scripts call,
     named as torch_xla's C++ extension) wraps the same calls, and no module goes through it."""
     through = sorted(m for m, ts in IMPORTS.items() if "torch_xla._XLAC" in ts and m != "torch_xla")
     assert not through, through

@@ -17,7 +17,7 @@ from torch_xla._lazy.launch import donation as _donation
 from torch_xla._lazy.graph import dynamic_shape_detector as _detector
 from torch_xla._lazy.step import execution as _execution
 from torch_xla._lazy.inspect import graph_dump as _graph_dump
-from torch_xla._lazy.inspect.lowering_context import LoweringContext as _LoweringContext
+from torch_xla._lazy.inspect import lowering_context as _lowering_context
 from torch_xla._lazy.graph import ir as _ir
 from torch_xla._lazy.trace import collective_ops as _coll
 from torch_xla._lazy.trace import ready as _ready
@@ -50,7 +50,7 @@ def _xla_mark_tensor(t, info: str):
 
 
 # torch_xla's `_XLAC.lowering` submodule.
-lowering = types.SimpleNamespace(LoweringContext=_LoweringContext)
+lowering = types.SimpleNamespace(LoweringContext=_lowering_context.LoweringContext)
 
 
 def _get_xla_tensors_text(tensors) -> str:
@@ -390,11 +390,10 @@ def _get_xla_tensor_dimension_size(t, dim: int):
     """Size `dim` of `t` as an int32 tensor on its device: a bounded dynamic size as the
     program computes it (nothing read on the host)."""
     from torch_xla._lazy.trace import dynamic_sizes
-    from torch_xla._lazy.graph.tensor import wrap, to_functional
     node = dynamic_sizes.node_of(t.shape[dim])
     if node is None:
         return torch.tensor(t.shape[dim], dtype=torch.int32, device=t.device)
-    return to_functional(wrap(node.device_value())).to(torch.int32)
+    return _tensor.to_functional(_tensor.wrap(node.device_value())).to(torch.int32)
 
 
 def _xla_tensors_from_aten(tensors, devices) -> list:

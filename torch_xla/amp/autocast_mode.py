@@ -17,8 +17,8 @@ eligibility rule); every other op falls through to the layers below.
 import torch
 
 from torch_xla._lazy.lowering import overloads
-from torch_xla._lazy.base.frames import run_without_dynamo
-from torch_xla._lazy.hooks.kernel_libraries import installs_kernels
+from torch_xla._lazy.base import frames as _frames
+from torch_xla._lazy.hooks import kernel_libraries as _kernel_libraries
 
 aten = torch.ops.aten
 # Not a member of the Python enum (it has no name there), but parseable.
@@ -121,7 +121,7 @@ def _overloads(name):
 
 
 
-@installs_kernels("_", "aten")
+@_kernel_libraries.installs_kernels("_", "aten")
 def install(fallback, lib) -> None:
     """Registers the kernels (once): at `import torch_xla`, so `torch.autocast('xla')` works."""
     fallback.fallback(torch.library.fallthrough_kernel, "AutocastXLA")
@@ -137,4 +137,4 @@ def install(fallback, lib) -> None:
             if any(a.name == "dtype" for a in op._schema.arguments):
                 kernels.append(_float32_dtype_arg(op))
                 lib.impl(op, kernels[-1], "AutocastXLA")
-    run_without_dynamo(*kernels)
+    _frames.run_without_dynamo(*kernels)

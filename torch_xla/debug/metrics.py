@@ -1,7 +1,9 @@
 """torch_xla.debug.metrics: what the engine counted and timed."""
 from torch_xla._lazy.base import counters as _counters
-from torch_xla._lazy.base.counters import (clear_counters, clear_metrics, counter_names,
-                                           counter_value, metric_data, metric_names, metrics_report)  # noqa: F401
+
+clear_counters, clear_metrics = _counters.clear_counters, _counters.clear_metrics
+counter_names, counter_value = _counters.counter_names, _counters.counter_value
+metric_names, metric_data, metrics_report = _counters.metric_names, _counters.metric_data, _counters.metrics_report
 
 
 def short_metrics_report(counter_names: list = None, metric_names: list = None) -> str:

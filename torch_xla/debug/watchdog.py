@@ -9,5 +9,8 @@ A peer that leaves the runtime (returns from its function, raises, exits) while 
 for it makes them raise `PeerLeft` within seconds, watchdog or not; XLA_COLLECTIVE_TIMEOUT
 (default 600 s) bounds every such wait (`CollectiveTimeout`).
 """
-from torch_xla._lazy.runtime.peer_watch import (CollectiveTimeout, PeerLeft, WatchdogTimeout,
-                                                set_watchdog, watchdog as get_watchdog)  # noqa: F401
+from torch_xla._lazy.runtime import peer_watch as _peer_watch
+
+CollectiveTimeout, PeerLeft, WatchdogTimeout = (_peer_watch.CollectiveTimeout, _peer_watch.PeerLeft,
+                                               _peer_watch.WatchdogTimeout)
+set_watchdog, get_watchdog = _peer_watch.set_watchdog, _peer_watch.watchdog

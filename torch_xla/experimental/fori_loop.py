@@ -10,7 +10,7 @@ from torch._C import DispatchKey
 from torch._higher_order_ops.while_loop import while_loop_op
 
 from .._lazy.trace import loops
-from .._lazy.graph.tensor import XLATensor
+from .._lazy.graph import tensor as _tensor
 
 
 def fori_loop(lower, upper, body_fun, *input_value):
@@ -36,7 +36,7 @@ def while_loop(cond_fn, body_fn, carried_inputs, additional_inputs=None):
 
 
 # after functionalization unwraps the arguments: the engine's own tensors
-while_loop_op.py_impl(XLATensor)(while_loop)
+while_loop_op.py_impl(_tensor.XLATensor)(while_loop)
 
 
 def _xla_while_loop_wrapper(cond_fn, body_fn, carried_inputs, additional_inputs=None,

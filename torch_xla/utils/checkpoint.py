@@ -15,7 +15,7 @@ from torch.utils.checkpoint import check_backward_validity, detach_variable
 
 from torch_xla._lazy.runtime import pjrt as _pjrt
 from torch_xla._lazy.graph import rng as _rng
-from torch_xla._lazy.trace.optimization_barrier import optimization_barrier_
+from torch_xla._lazy.trace import optimization_barrier as _barrier
 
 
 class CheckpointStatus(threading.local):
@@ -67,7 +67,7 @@ class CheckpointFunction(torch.autograd.Function):
             owner = getattr(ctx.run_function, "__self__", None)
             if inspect.ismethod(ctx.run_function) and isinstance(owner, torch.nn.Module):
                 fenced += list(owner.parameters()) + list(owner.buffers())
-            optimization_barrier_([t for t in fenced if t.device.type == "xla"])
+            _barrier.optimization_barrier_([t for t in fenced if t.device.type == "xla"])
             device = _pjrt.thread_device() or 0
             with torch.random.fork_rng(devices=[], enabled=ctx.preserve_rng_state), _rng.fork(device):
                 if ctx.preserve_rng_state:

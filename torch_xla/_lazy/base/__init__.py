@@ -5,3 +5,6 @@ of the engine's frames (`frames`), the user's source line (`user_code`), profile
 
 Called by every folder above; imports no other folder.
 """
+
+# What the public package may import from this folder (tests/test_layering checks it).
+__all__ = ("counters", "frames", "jax_compat", "scopes", "torch_compat")

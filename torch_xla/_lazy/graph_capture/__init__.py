@@ -9,3 +9,6 @@ lazy path's lowerings; `decompose` brings graphs down to ops that have lowerings
 Called by `_lazy/__init__` and the public package. Modules here may import the folders
 below: trace, step, inspect, launch, lowering, graph, runtime, base.
 """
+
+# What the public package may import from this folder (tests/test_layering checks it).
+__all__ = ("compiled", "decompose", "export")

@@ -9,3 +9,6 @@ of every module registering kernels with PyTorch's dispatcher.
 Only `_lazy/__init__` and the public package above call in here. Modules here may import
 any folder below: graph_capture, trace, step, inspect, launch, lowering, graph, runtime, base.
 """
+
+# What the public package may import from this folder (tests/test_layering checks it).
+__all__ = ("device", "dlpack", "kernel_libraries")

@@ -5,3 +5,6 @@
 Called by the folders above (hooks, graph_capture, trace, step) and the public package. Modules
 here may import the folders below: launch, lowering, graph, runtime, base.
 """
+
+# What the public package may import from this folder (tests/test_layering checks it).
+__all__ = ("graph_dump", "hlo_proto", "lowering_context")

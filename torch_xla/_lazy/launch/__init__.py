@@ -15,3 +15,6 @@ references to its own programs beside the runner's key (`graph_capture/compiled`
 Called by the folders above (hooks, graph_capture, trace, step, inspect) and the public
 package. Modules here may import the folders below: lowering, graph, runtime, base.
 """
+
+# What the public package may import from this folder (tests/test_layering checks it).
+__all__ = ("cached_graphs", "donation", "replica_threads", "transfers")

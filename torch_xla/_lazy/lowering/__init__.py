@@ -16,6 +16,10 @@ constraints) are the lowerings of nodes the trace records itself.
 
 Called by every folder above but graph, runtime and base; lowerings may import only those.
 """
+
+# What the public package may import from this folder (tests/test_layering checks it).
+__all__ = ("custom_call", "overloads", "precision", "quantized")
+
 import importlib
 
 import torch

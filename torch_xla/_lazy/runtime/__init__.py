@@ -5,3 +5,6 @@ directory check (`directory_trust`) and profile spans (`trace_spans`).
 
 Called by every folder above. Modules here may import only base.
 """
+
+# What the public package may import from this folder (tests/test_layering checks it).
+__all__ = ("device_info", "graph_analysis", "peer_watch", "pjrt", "preemption", "runner")

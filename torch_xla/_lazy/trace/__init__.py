@@ -10,3 +10,7 @@ ops (`mark_sharding`, `op_sharding`), jax functions and loops as nodes (`jax_fun
 Called by hooks, graph_capture and the public package. Modules here may import the folders
 below: step, inspect, launch, lowering, graph, runtime, base.
 """
+
+# What the public package may import from this folder (tests/test_layering checks it).
+__all__ = ("collective_ops", "dynamic_sizes", "eager", "jax_functions", "loops", "mark_sharding",
+           "op_rules", "op_sharding", "optimization_barrier", "ready", "traced")
