@@ -142,6 +142,15 @@ def test_every_engine_module_sits_in_a_folder():
     assert folders == sorted(FOLDERS), "add new folders to FOLDERS, in their place"
 
 
+def test_engine_tests_mirror_the_folders():
+    """tests/_lazy holds one folder per engine folder it tests (named as that folder), and no
+    test beside them."""
+    tests = ROOT.parent / "tests" / "_lazy"
+    assert sorted(p.name for p in tests.iterdir() if p.suffix == ".py") == ["__init__.py"]
+    folders = [p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert set(folders) <= set(FOLDERS), sorted(set(folders) - set(FOLDERS))
+
+
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_a_folder_says_what_it_is_and_imports_nothing(folder):
     """A folder's `__init__` says what it holds and who calls it, and imports nothing, so that

@@ -157,7 +157,7 @@ def test_full_graph_refuses_a_function_that_runs_a_graph_inside(dev):
 
 def test_max_different_graphs(dev):
     """Each compiled call is one graph; the limit counts distinct ones, and the one too many
-    raises at the op that makes it (the detector's own cases: tests/_lazy/test_dynamic_shape_detector.py)."""
+    raises at the op that makes it (the detector's own cases: tests/_lazy/graph/test_dynamic_shape_detector.py)."""
     def f(a):
         return a * 2
     compiled = torch_xla.compile(f, max_different_graphs=2)

@@ -2,7 +2,7 @@
 serves; what differs between the jax releases pyproject.toml admits is decided here by
 asking the running jax (the presence of a name), not by its version number.
 
-A jax release that moves one of these breaks this package, and tests/_lazy/jax_compat/ calls
+A jax release that moves one of these breaks this package, and tests/_lazy/base/jax_compat/ calls
 each, so that it breaks there first. `executables` takes a compiled program apart into its
 XLA executable's bytes and a plain description, and puts it back together (program_store).
 Public replacements already used elsewhere: `jax.extend.mlir` (ir, dialects, `hlo_to_stablehlo`), `jax.extend.backend`

@@ -14,7 +14,7 @@ compares every part jax keeps.
 
 jax makes a `Compiled` from an executable only by unpickling one, so this module uses its
 private classes (`UnloadedMeshExecutable`, `AllArgsInfo`, `DebugInfo`, `DeviceList`), and so
-it sits in the jax compatibility package; each is called by tests/_lazy/jax_compat/test_executables.py, and a jax whose
+it sits in the jax compatibility package; each is called by tests/_lazy/base/jax_compat/test_executables.py, and a jax whose
 `UnloadedMeshExecutable` has other fields than these describes nothing (its programs are
 compiled, not stored).
 """

@@ -11,7 +11,7 @@ import torch_xla.debug.metrics as met
 from torch_xla._lazy.runtime import runner
 from torch_xla._lazy.runtime.graph_analysis import Explanation
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "torch_xla"
+PACKAGE = pathlib.Path(__file__).resolve().parents[3] / "torch_xla"
 
 
 def _compile_sites(path):

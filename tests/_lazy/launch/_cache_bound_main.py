@@ -1,4 +1,4 @@
-"""Run by tests/_lazy/test_graph_program.py with small cache bounds: 5,000 small steps over 50
+"""Run by tests/_lazy/launch/test_graph_program.py with small cache bounds: 5,000 small steps over 50
 distinct shapes (50 steps each, the cycle run twice). Prints, every 500 steps, the resident
 memory (MB), the sizes of the caches, the live device arrays (less the scalars programs
 keep) and the live compiled programs; then the eviction counts, the result and the number of compilations."""

@@ -189,7 +189,7 @@ def test_a_steady_loop_leaks_nothing(dev):
 def test_each_program_runs_on_its_tensors_device():
     """The device is part of a program's key and its placement: the same graph on xla:1
     after xla:0 compiles again and leaves its buffers on device 1, factories-only included."""
-    proc = python("-m", "tests._lazy._placement_main", env={"CPU_NUM_DEVICES": 2})
+    proc = python("-m", "tests._lazy.launch._placement_main", env={"CPU_NUM_DEVICES": 2})
     assert proc.stdout.split() == ["ok"]
 
 
@@ -198,8 +198,8 @@ def test_caches_are_bounded_and_memory_stays_flat_over_many_shapes():
     shapes: the caches stay within their bounds, evictions are counted, evicted programs
     are freed, and memory stays flat."""
     import json
-    from tests._lazy import _cache_bound_main as loop
-    proc = python("-m", "tests._lazy._cache_bound_main",
+    from tests._lazy.launch import _cache_bound_main as loop
+    proc = python("-m", "tests._lazy.launch._cache_bound_main",
                   env={"XLA_COMPILATION_CACHE_SIZE": 16, "XLA_IR_SHAPE_CACHE_SIZE": 64})
     out = json.loads(proc.stdout.splitlines()[-1])
     samples = out["samples"]
