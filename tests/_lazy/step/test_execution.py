@@ -8,14 +8,14 @@ import torch_xla.core.xla_model as xm
 from tests.conftest import compiles
 from tests.test_layering import FOLDERS, _folder
 
-# What every room may call (the data model, the services below the runner, settings), and
-# the switch between the kinds of program (`launch.program_kinds`, a call through to the
-# room of the kind chosen): these are left out of the walk.
+# What every room may call (the data model, the services below the runner, settings, the
+# program tables), and the switch between the kinds of program (`launch.program_kinds`, a
+# call through to the room of the kind chosen): these are left out of the walk.
 _SERVICES = {"torch_xla._lazy." + m for m in (
     "graph.ir", "graph.tensor", "runtime.pjrt", "base.counters", "base.caches", "launch.donation",
     "base.frames", "base.user_code", "runtime.device_info", "step.deferred_checks",
     "lowering.precision", "base.scopes", "runtime.trace_spans", "runtime.graph_analysis",
-    "launch.program_kinds")} | {"torch_xla.utils.utils"}
+    "launch.program_kinds", "launch.program_tables")} | {"torch_xla.utils.utils"}
 _ROOMS = ["torch_xla.core.xla_model", "torch_xla.torch_xla", "torch_xla._lazy.step.execution",
           "torch_xla._lazy.launch.graph_cache", "torch_xla._lazy.launch.graph_program", "torch_xla._lazy.runtime.runner",
           "torch_xla.utils.closures"]  # (the step closures, once the program is launched)

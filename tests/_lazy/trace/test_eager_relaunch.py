@@ -72,7 +72,7 @@ def test_random_ops_draw_one_seed_each_cached_or_not(op_by_op):
     def draws():
         torch.manual_seed(7)
         return torch.stack([torch.nn.functional.dropout(x, 0.5) for _ in range(3)]).cpu()
-    op_programs._programs.clear()
+    op_programs._table.clear()
     first = draws()  # the first dropout compiles, the others run its program
     assert torch.equal(draws(), first)
     assert not torch.equal(first[0], first[1])

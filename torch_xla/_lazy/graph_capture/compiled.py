@@ -32,6 +32,7 @@ from torch.utils import _pytree as pytree
 
 from ..base import counters
 from ..launch import donation, graph_program, program_kinds
+from ..launch.program_tables import ProgramTable
 from ..runtime import graph_analysis, runner
 from ..inspect import graph_save
 from ..graph import rng
@@ -171,11 +172,10 @@ class _Plan:
         # inputs some result shares the buffer of (never donated)
         self.returned = {x if kind in ("input", "alias") else x[0] for kind, x in fn.output_refs
                          if kind in ("input", "alias", "view")}
-        # (device, layout) -> weak reference to the runner's Executable (the runner's cache
-        # keeps programs alive); programs of identical graphs are shared through the runner's
-        # cache by the graph's code and inputs, those of graphs holding tensor constants
-        # are this plan's own.
-        self.programs = {}
+        # (device, layout, donors) -> the runner's Executable (`program_tables`); programs of
+        # identical graphs are shared through the runner's cache by the graph's code and
+        # inputs, those of graphs holding tensor constants are this plan's own.
+        self.programs = ProgramTable()
         self.key = (fn.gm.code, tuple(self.avals)) if not fn.has_tensor_constants else object()
         # mutated input -> the graph's nodes computing its new value on the host, in order
         self.on_host = {i: (nodes, src) for i, src in zip(self.mutated, fn.written_from)
@@ -236,13 +236,14 @@ class _Plan:
             placed, layout = laid_out, (layout, tuple(spmd.layout(a.sharding) for a in laid_out))
             args_d, args_k = placed[:len(args_d)], placed[len(args_d):]
         args = (args_d, args_k, seeds, lazy_args)
-        ref = self.programs.get((device, layout, donors))
-        program = None if ref is None else ref()
+        found = self.programs.get((device, layout, donors))
         key = (self.key, device, layout, donors)
-        if program is None or not runner.is_cached(program):
+        if found is not None and runner.is_cached(found[0]):
+            program = found[0]
+        else:
             placement = runner.OnMesh(None) if laid_out is not None else runner.on_device(device)
             program = self._compile(values, args, buffers, donors, key, placement, fused)
-            self.programs[(device, layout, donors)] = weakref.ref(program)
+            self.programs.put((device, layout, donors), program)
         if graph_save.enabled():
             graph_save.save_captured_run(key, self.fn.gm, program, device)
         return runner.execute(program, *args)

@@ -9,16 +9,13 @@ different graph, so the graph is then checked against the program's `Replay`, ed
 edge and with identity tests only, gathering the leaves and scalars on the way: the
 checks equal structural keys stand for. A graph that fails them takes the walk.
 """
-import weakref
-
 from . import graph_program
+from .program_tables import ProgramTable
 from ..runtime import pjrt
 from ..lowering import precision
 
-# (device, roots' hash) -> weak reference to the Program last run for those roots: only
-# the runner's cache keeps programs alive.
-_programs = {}
-_MAX_ENTRIES = 4096     # then forgotten together
+# (device, roots' hash) -> the Program last run for those roots
+_table = ProgramTable()
 
 
 def _pending(values):
@@ -140,11 +137,10 @@ def lookup(values, held=None):
     pending, roots_hash = _pending(values)
     if not pending:
         return None
-    ref = _programs.get((pending[0].device, roots_hash))
-    program = None if ref is None else ref()
-    if program is None or program.precision != precision.setting():
+    found = _table.get((pending[0].device, roots_hash))
+    if found is None or found[0].precision != precision.setting():
         return None  # (a program the runner's cache dropped since is compiled again)
-    return program.replay.match(pending, held, program)
+    return found[0].replay.match(pending, held, found[0])
 
 
 def remember(w, program) -> None:
@@ -154,6 +150,4 @@ def remember(w, program) -> None:
         return
     if program.replay is None:
         program.replay = Replay(w)
-    if len(_programs) >= _MAX_ENTRIES:
-        _programs.clear()
-    _programs[(w.device, _pending(w.pending)[1])] = weakref.ref(program)
+    _table.put((w.device, _pending(w.pending)[1]), program)

@@ -6,26 +6,24 @@ A hit skips the walk and the graph look-up a step's program takes, and (`eager.r
 the node: a launch is most of an eager op's time. The table holds weak references: the
 programs live in the runner's cache alone, and one it dropped is compiled again.
 """
-import weakref
-
 from . import graph_program
+from .program_tables import ProgramTable
 from ..runtime import runner
 
-# op key -> (weak reference to the program, which input each of its arguments is)
-_programs = {}
-_MAX_ENTRIES = 4096  # then forgotten together
+# op key -> the program, and which input each of its arguments is
+_table = ProgramTable()
 
 
 def launch(key, inputs, scalars, device):
     """The outputs of the op's cached program run on `inputs` and `scalars`; None if there
     is none, or its parameters are shared where `scalars` differ."""
-    entry = _programs.get(key)
-    program = None if entry is None else entry[0]()
-    if program is None or not graph_program.cached(program):
+    found = _table.get(key)
+    if found is None or not graph_program.cached(found[0]):
         return None
+    program, picks = found
     if len(scalars) > 1 and not program.fits(scalars):
         return None
-    return runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in entry[1]]),
+    return runner.execute(runner.reused(program), (), tuple([inputs[i].data for i in picks]),
                           program.pack_on(scalars, device) if scalars else (),
                           timed_as="EagerOpExecuteTime", analysed=False)
 
@@ -37,9 +35,7 @@ def remember(key, node, program) -> None:
     picks = _argument_inputs(node, program)
     if picks is None:
         return
-    if len(_programs) >= _MAX_ENTRIES:
-        _programs.clear()
-    _programs[key] = (weakref.ref(program), picks)
+    _table.put(key, program, picks)
 
 
 def _argument_inputs(node, program):
