@@ -41,8 +41,8 @@ def _grad_scale(grad, x, reduction):
 
 # ---- softmax ------------------------------------------------------------------------------
 
-def _row_max(x, ax):  # -inf for an empty row; a constant to jax.vjp (the shift cancels out)
-    return lax.stop_gradient(jnp.max(x, axis=ax, keepdims=True, initial=-jnp.inf))
+def _row_max(x, ax):  # -inf for an empty row (whose result is empty too)
+    return jnp.max(x, axis=ax, keepdims=True, initial=-jnp.inf)
 
 
 @lower(aten._softmax.default)
