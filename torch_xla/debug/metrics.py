@@ -3,7 +3,8 @@ from torch_xla._lazy.base import counters as _counters
 
 clear_counters, clear_metrics = _counters.clear_counters, _counters.clear_metrics
 counter_names, counter_value = _counters.counter_names, _counters.counter_value
-metric_names, metric_data, metrics_report = _counters.metric_names, _counters.metric_data, _counters.metrics_report
+metric_names, metric_data = _counters.metric_names, _counters.metric_data
+metrics_report = _counters.metrics_report
 
 
 def short_metrics_report(counter_names: list = None, metric_names: list = None) -> str:

@@ -8,9 +8,9 @@ roots (`graph_cache`), by the walk's key (`graph_program.program_for`, over a me
 `spmd_program`), by an eager op's key (`op_programs`), by a graph hash users warmed up
 (`cached_graphs`), and on disk (`program_store`). The programs themselves are held by one
 bounded cache, the runner's (`runtime/runner`, below, since every stage compiles through it);
-the tables keep none alive (`program_tables.ProgramTable` of weak references, which a captured dynamo graph's
-plan in `graph_capture/compiled` keeps too), so what the runner evicts is compiled again;
-`cached_graphs` alone keeps what users warmed up.
+the tables keep none alive (`program_tables.ProgramTable` of weak references, which a
+captured dynamo graph's plan in `graph_capture/compiled` keeps too), so what the runner
+evicts is compiled again; `cached_graphs` alone keeps what users warmed up.
 
 Called by the folders above (hooks, graph_capture, trace, step, inspect) and the public
 package. Modules here may import the folders below: lowering, graph, runtime, base.

@@ -138,9 +138,10 @@ def lookup(values, held=None):
     if not pending:
         return None
     found = _table.get((pending[0].device, roots_hash))
-    if found is None or found[0].precision != precision.setting():
+    program = None if found is None else found[0]
+    if program is None or program.precision != precision.setting():
         return None  # (a program the runner's cache dropped since is compiled again)
-    return found[0].replay.match(pending, held, found[0])
+    return program.replay.match(pending, held, program)
 
 
 def remember(w, program) -> None:

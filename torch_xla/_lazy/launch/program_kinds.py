@@ -18,8 +18,6 @@ from . import replica_program as replicated
 
 
 class _OneDevice:
-    name = "one device"
-
     def run(self, w, eager, remember):
         """Runs walk `w`; the `graph_program.Program` that ran (`remember(program)` first,
         when given: `graph_cache`)."""
@@ -36,8 +34,6 @@ class _OneDevice:
 
 
 class _Mesh:
-    name = "mesh"
-
     def run(self, w, eager, remember):
         w.finish(spmd_program.run(w, eager))
         return None
@@ -53,12 +49,9 @@ class _Mesh:
 
 
 class _Replicas:
-    name = "replicas"
-
     def run(self, w, eager, remember):
         collectives = tuple(sorted({n.op.name for n in w.order if n.op.collective}))
-        call = replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
-                               explain=compile_explanation.of_walk(w), collectives=collectives)
+        call = self._call(w, explain=compile_explanation.of_walk(w), collectives=collectives)
         w.finish(replicated.run(w.device, call))
         return None
 
@@ -72,9 +65,11 @@ class _Replicas:
         return w.call_args[2]
 
     @staticmethod
-    def _call(w):
-        """A replica's part of walk `w`'s program, as it runs."""
-        return replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots])
+    def _call(w, **extra):
+        """A replica's part of walk `w`'s program, as it runs (`extra`: `Call`'s explanation
+        and collectives' names, which a run reports)."""
+        return replicated.Call(w.key, w.program.run_traced, w.args, [v.shape for v in w.roots],
+                               **extra)
 
 
 ONE_DEVICE, MESH, REPLICAS = _OneDevice(), _Mesh(), _Replicas()

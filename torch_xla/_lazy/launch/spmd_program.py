@@ -144,9 +144,9 @@ def _keep_placed(w, layout):
 
 def run(w, eager=False):
     """Runs walk `w` (which holds no collective: `program_kinds.choose`) over the mesh (or on
-    device 0 if nothing in it is sharded); returns its
-    outputs, each root value recording the layout its output took. `eager`: an eager op's
-    program (timed as `EagerOpCompileTime`/`EagerOpExecuteTime`)."""
+    device 0 if nothing in it is sharded); returns its outputs, each root value recording the
+    layout its output took. `eager`: an eager op's program (timed as
+    `EagerOpCompileTime`/`EagerOpExecuteTime`)."""
     prefix = "EagerOp" if eager else ""
     layout = _layout(w)
     if layout is None:
